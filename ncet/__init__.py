@@ -1,0 +1,1 @@
+"""NCET: trace a PyTorch model into canonical GraphIR and prove the translation exact."""

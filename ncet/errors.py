@@ -1,0 +1,137 @@
+"""The error hierarchy and the stable reason codes that NCET reports."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class Reason:
+    """One stable reason code: the error class it raises, its status and a summary."""
+
+    code: str
+    error: str  # "UnsupportedOperatorError", "SupportBoundaryError" or "TraceError"
+    summary: str
+
+
+_REASON_ROWS = (
+    # Tracing and shape propagation.
+    ("trace-failed", "TraceError", "torch.fx.symbolic_trace could not trace the model"),
+    ("input-count", "TraceError", "the number of input shapes differs from forward()'s arguments"),
+    ("shape-propagation", "TraceError", "running the traced graph on the example inputs failed"),
+    ("batch-not-preserved", "SupportBoundaryError",
+     "a node's leading size does not follow the batch size, or its per-sample shape changes with it"),
+    ("output-structure", "SupportBoundaryError",
+     "forward() returns something other than a tensor or a flat tuple/list of graph tensors"),
+    # Spelling recognition (spec sections 2-4, 7).
+    ("unsupported-module", "UnsupportedOperatorError", "the module type is not in the spelling table"),
+    ("unsupported-function", "UnsupportedOperatorError", "the function is not in the spelling table"),
+    ("unsupported-method", "UnsupportedOperatorError", "the tensor method is not in the spelling table"),
+    ("inplace", "UnsupportedOperatorError", "in-place forms are rejected before normalization"),
+    ("dropout-training", "UnsupportedOperatorError", "stochastic training-mode dropout"),
+    ("batch-norm-function", "UnsupportedOperatorError", "F.batch_norm is not mapped"),
+    # Arguments.
+    ("unsupported-argument", "SupportBoundaryError", "an argument the spelling's handler does not honour"),
+    ("out-argument", "SupportBoundaryError", "caller-provided out= storage"),
+    ("dynamic-argument", "SupportBoundaryError", "an argument that must be static is a traced value"),
+    ("constant-computation", "SupportBoundaryError", "an operation computes on fixed tensors only"),
+    ("constant-not-finite", "SupportBoundaryError", "a lifted constant holds NaN or infinity"),
+    ("rank", "SupportBoundaryError", "the input's rank is outside what the operator accepts"),
+    ("dtype", "SupportBoundaryError", "a tensor is not of a floating-point dtype"),
+    # Batch axis rules.
+    ("batch-axis", "SupportBoundaryError", "the operation reads, moves, merges or removes the batch axis"),
+    ("broadcast-batch-axis", "SupportBoundaryError", "graph tensors of different ranks would broadcast across the batch axis"),
+    ("squeeze-without-dim", "SupportBoundaryError", "squeeze without explicit static dimensions"),
+    ("mean-without-dim", "SupportBoundaryError", "mean without explicit static dimensions"),
+    ("mean-dtype", "SupportBoundaryError", "mean with a dtype conversion"),
+    # ElementwiseAffine and Add/Sub.
+    ("affine-tensor-tensor", "SupportBoundaryError", "multiplication or division of two graph tensors"),
+    ("affine-constant-over-tensor", "SupportBoundaryError", "a constant divided by a graph tensor"),
+    ("affine-zero-divisor", "SupportBoundaryError", "division by a constant that is zero somewhere"),
+    ("affine-rounding-mode", "SupportBoundaryError", "division with a rounding mode"),
+    ("affine-broadcast", "SupportBoundaryError", "the constant would change the graph tensor's shape by broadcasting"),
+    ("affine-constant-type", "SupportBoundaryError", "the constant is not a real number or real tensor"),
+    ("alpha", "SupportBoundaryError", "alpha is not a finite static real number"),
+    # Parameterised operators.
+    ("runtime-weight", "SupportBoundaryError", "F.linear/F.conv2d weight or bias is not fixed get_attr state"),
+    ("batch-norm-training", "SupportBoundaryError", "BatchNorm in training mode normalises with batch statistics"),
+    ("batch-norm-no-running-stats", "SupportBoundaryError", "BatchNorm without running statistics"),
+    ("leaky-relu-slope", "SupportBoundaryError", "LeakyReLU negative_slope outside [0, 1] or not finite"),
+    ("pool-return-indices", "SupportBoundaryError", "max pooling that returns indices"),
+    ("concat-constant", "SupportBoundaryError", "a fixed tensor concatenated with graph tensors"),
+    ("advanced-indexing", "SupportBoundaryError", "indexing with tensors, lists or booleans"),
+    ("getitem-non-tensor", "SupportBoundaryError", "indexing something that is not a graph tensor"),
+)
+
+REASONS: dict[str, Reason] = {row[0]: Reason(*row) for row in _REASON_ROWS}
+"""Every reason code NCET can report, keyed by code."""
+
+
+class NCETError(Exception):
+    """Base class of every error NCET raises on purpose."""
+
+
+class ConversionError(NCETError):
+    """A model could not be converted to GraphIR.
+
+    Attributes:
+        node: The FX node name the problem sits at ("" when no node is involved).
+        spelling: The spelling NCET saw, e.g. "F.relu" or "nn.Conv2d".
+        code: A stable kebab-case reason code, one of `REASONS`.
+        hint: What to do about it.
+        location: "file:line" where FX recorded the node, or "".
+        reason: The problem in a few words.
+    """
+
+    def __init__(self, code: str, reason: str, *, node: str = "", fx_op: str = "",
+                 spelling: str = "", hint: str = "", location: str = ""):
+        assert code in REASONS, f"unregistered reason code {code!r}"
+        self.code = code
+        self.reason = reason
+        self.node = node
+        self.fx_op = fx_op
+        self.spelling = spelling
+        self.hint = hint
+        self.location = location
+        super().__init__(format_message(code, reason, node, fx_op, spelling, hint, location))
+
+
+class TraceError(ConversionError):
+    """torch.fx could not trace the model, or the traced graph failed on the example inputs."""
+
+
+class UnsupportedOperatorError(ConversionError):
+    """A spelling is not in the spec's tables, or is a form the spec rejects outright."""
+
+
+class SupportBoundaryError(ConversionError):
+    """A recognised spelling whose parameters, ranks, constants or batch use fall outside the boundary."""
+
+
+class GraphIRFormatError(NCETError):
+    """A GraphIR file is malformed, truncated, of another version, or hostile."""
+
+
+ERROR_CLASSES: dict[str, type[ConversionError]] = {
+    "TraceError": TraceError,
+    "UnsupportedOperatorError": UnsupportedOperatorError,
+    "SupportBoundaryError": SupportBoundaryError,
+}
+
+
+def format_message(code: str, reason: str, node: str, fx_op: str, spelling: str,
+                   hint: str, location: str) -> str:
+    """Render one error as the one sentence users read."""
+    where = ", ".join(part for part in (f"{fx_op} {spelling}".strip(), location) if part)
+    head = f"node {node!r}" if node else "model"
+    if where:
+        head += f" ({where})"
+    text = f"{head}: {reason.rstrip('.')} [{code}]."
+    if hint:
+        text += f" {hint.rstrip('.')}."
+    return text
+
+
+def make_error(code: str, reason: str, **context: str) -> ConversionError:
+    """Build the error of the class registered for `code`."""
+    return ERROR_CLASSES[REASONS[code].error](code, reason, **context)

@@ -1,0 +1,195 @@
+"""GraphIR: the canonical per-sample graph of IR nodes and its lifted constants."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Mapping
+
+import torch
+
+# op_type -> (number of graph inputs or None for "one or more", {attribute: kind}).
+# Kinds: "int", "float", "bool", "ints" (list of int), "const" (constant name),
+# "const?" (constant name or None), "float?" (float or None), "str", "index" (see docs/ir.md),
+# "int?" (int or None), "ints?" (list of int or None entries).
+OP_SCHEMAS: Mapping[str, tuple[int | None, Mapping[str, str]]] = MappingProxyType({
+    "Input": (0, {"index": "int"}),
+    "Output": (None, {"tuple": "bool"}),
+    "Linear": (1, {"weight": "const", "bias": "const?"}),
+    "Conv2d": (1, {"weight": "const", "bias": "const?", "stride": "ints", "padding": "ints",
+                   "dilation": "ints", "groups": "int", "padding_mode": "str"}),
+    "BatchNorm": (1, {"mean": "const", "var": "const", "weight": "const?", "bias": "const?",
+                      "eps": "float"}),
+    "AdaptiveAvgPool2d": (1, {"output_size": "ints"}),
+    "AvgPool2d": (1, {"kernel_size": "ints", "stride": "ints", "padding": "ints",
+                      "ceil_mode": "bool", "count_include_pad": "bool",
+                      "divisor_override": "int?"}),
+    "MaxPool2d": (1, {"kernel_size": "ints", "stride": "ints", "padding": "ints",
+                      "dilation": "ints", "ceil_mode": "bool"}),
+    "Identity": (1, {}),
+    "ReLU": (1, {}),
+    "LeakyReLU": (1, {"negative_slope": "float"}),
+    "Flatten": (1, {"start_dim": "int", "end_dim": "int"}),
+    "Add": (2, {"alpha": "float"}),
+    "Sub": (2, {"alpha": "float"}),
+    "ElementwiseAffine": (1, {"kind": "str", "tensor_position": "int", "scalar": "float?",
+                              "constant": "const?", "alpha": "float"}),
+    "Concat": (None, {"axis": "int"}),
+    "ReduceMean": (1, {"axes": "ints", "keepdim": "bool"}),
+    "Reshape": (1, {"shape": "ints"}),
+    "Permute": (1, {"perm": "ints"}),
+    "Transpose": (1, {"dim0": "int", "dim1": "int"}),
+    "GetItem": (1, {"index": "index"}),
+    "Slice": (1, {"index": "index"}),
+})
+"""Every canonical op_type with its arity and attribute schema (documented in docs/ir.md)."""
+
+AFFINE_KINDS = ("add", "sub", "mul", "div")
+PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Where an IR node came from: its FX node and the model code that produced it."""
+
+    fx_name: str
+    fx_op: str
+    target: str
+    module_path: str = ""
+    module_type: str = ""
+    location: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class IRNode:
+    """One canonical operator application.
+
+    Attributes:
+        name: Unique node name (the FX node name).
+        op_type: One of `OP_SCHEMAS`.
+        inputs: Names of the producer nodes, in operand order.
+        attrs: Plain JSON-able attributes; tensors are referenced by constant name.
+        shape: Per-sample output shape (no batch axis); None for Output.
+        dtype: Output dtype name, e.g. "float32"; "" for Output.
+        source: FX provenance.
+    """
+
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    attrs: Mapping[str, Any]
+    shape: tuple[int, ...] | None
+    dtype: str
+    source: Source = field(compare=False)
+
+    def __post_init__(self):
+        assert self.op_type in OP_SCHEMAS, f"unknown op_type {self.op_type!r}"
+        assert isinstance(self.inputs, tuple), "IRNode.inputs must be a tuple"
+        arity, schema = OP_SCHEMAS[self.op_type]
+        assert arity is None or len(self.inputs) == arity, (self.name, self.inputs)
+        assert set(self.attrs) == set(schema), (self.name, sorted(self.attrs), sorted(schema))
+        object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
+
+    def __repr__(self) -> str:
+        args = ", ".join(self.inputs)
+        attrs = ", ".join(f"{k}={v!r}" for k, v in self.attrs.items())
+        shape = "" if self.shape is None else f": {self.dtype}{list(self.shape)}"
+        return f"%{self.name}{shape} = {self.op_type}({args}{'; ' if attrs else ''}{attrs})"
+
+
+@dataclass(frozen=True, eq=False)
+class GraphIR:
+    """A canonical per-sample graph: `Input` nodes first, one `Output` node last.
+
+    Attributes:
+        nodes: IR nodes in topological order.
+        constants: Lifted fixed tensors, keyed by qualified name (detached copies).
+    """
+
+    nodes: tuple[IRNode, ...]
+    constants: Mapping[str, torch.Tensor]
+    _index: Mapping[str, IRNode] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "nodes", tuple(self.nodes))
+        object.__setattr__(self, "constants", MappingProxyType(dict(self.constants)))
+        object.__setattr__(self, "_index", MappingProxyType({n.name: n for n in self.nodes}))
+        assert len(self._index) == len(self.nodes), "duplicate IR node names"
+        assert self.nodes and self.nodes[-1].op_type == "Output", "GraphIR must end in Output"
+
+    @property
+    def inputs(self) -> tuple[IRNode, ...]:
+        """The `Input` nodes, in forward() argument order."""
+        return tuple(n for n in self.nodes if n.op_type == "Input")
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        """Names of the nodes the model returns, in order."""
+        return self.nodes[-1].inputs
+
+    def node(self, name: str) -> IRNode:
+        """Return the node called `name`.
+
+        Raises:
+            KeyError: No node has that name.
+        """
+        try:
+            return self._index[name]
+        except KeyError:
+            raise KeyError(f"GraphIR has no node {name!r}") from None
+
+    def to_pandas(self):
+        """One row per IR node: name, op_type, inputs, shape, dtype, attributes, FX provenance."""
+        import pandas as pd
+
+        return pd.DataFrame([_node_row(n) for n in self.nodes])
+
+    def __repr__(self) -> str:
+        lines = [f"GraphIR({len(self.nodes)} nodes, {len(self.constants)} constants) {{"]
+        for name, tensor in self.constants.items():
+            lines.append(f"  const {name}: {describe_tensor(tensor)}")
+        lines += [f"  {n!r}" for n in self.nodes]
+        lines.append("}")
+        return "\n".join(lines)
+
+    def _repr_html_(self) -> str:
+        head = "".join(f"<th>{h}</th>" for h in ("name", "op_type", "inputs", "shape", "attrs",
+                                                 "source"))
+        body = "".join(
+            "<tr>" + "".join(f"<td>{html.escape(str(v))}</td>" for v in (
+                n.name, n.op_type, ", ".join(n.inputs),
+                "" if n.shape is None else list(n.shape), _attr_text(n),
+                n.source.location)) + "</tr>"
+            for n in self.nodes)
+        return (f"<p>GraphIR: {len(self.nodes)} nodes, {len(self.constants)} constants</p>"
+                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+
+
+def describe_tensor(tensor: torch.Tensor) -> str:
+    """A short summary of a constant: dtype, shape and range."""
+    kind = str(tensor.dtype).removeprefix("torch.")
+    if tensor.numel() == 0:
+        return f"{kind}{list(tensor.shape)}"
+    values = tensor.detach().double()
+    lo, hi = values.min().item(), values.max().item()
+    return f"{kind}{list(tensor.shape)} in [{_num(lo)}, {_num(hi)}]"
+
+
+def _num(value: float) -> str:
+    return repr(value) if not math.isfinite(value) else f"{value:.4g}"
+
+
+def _attr_text(node: IRNode) -> str:
+    return ", ".join(f"{k}={v}" for k, v in node.attrs.items())
+
+
+def _node_row(node: IRNode) -> dict[str, Any]:
+    return {
+        "name": node.name, "op_type": node.op_type, "inputs": ", ".join(node.inputs),
+        "shape": None if node.shape is None else tuple(node.shape), "dtype": node.dtype,
+        "attrs": _attr_text(node), "fx_op": node.source.fx_op, "spelling": node.source.target,
+        "module_path": node.source.module_path, "module_type": node.source.module_type,
+        "location": node.source.location,
+    }
