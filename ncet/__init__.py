@@ -1,1 +1,20 @@
 """NCET: trace a PyTorch model into canonical GraphIR and prove the translation exact."""
+
+from .conversion import convert, diagnose
+from .errors import (
+    ConversionError,
+    GraphIRFormatError,
+    NCETError,
+    SupportBoundaryError,
+    TraceError,
+    UnsupportedOperatorError,
+)
+from .evaluate import evaluate
+from .ir import GraphIR, IRNode, Source
+from .report import ConversionReport, Row
+
+__all__ = [
+    "ConversionError", "ConversionReport", "GraphIR", "GraphIRFormatError", "IRNode",
+    "NCETError", "Row", "Source", "SupportBoundaryError", "TraceError",
+    "UnsupportedOperatorError", "convert", "diagnose", "evaluate",
+]

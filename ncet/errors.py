@@ -20,43 +20,58 @@ _REASON_ROWS = (
     ("input-count", "TraceError", "the number of input shapes differs from forward()'s arguments"),
     ("shape-propagation", "TraceError", "running the traced graph on the example inputs failed"),
     ("batch-not-preserved", "SupportBoundaryError",
-     "a node's leading size does not follow the batch size, or its per-sample shape changes with it"),
+     "a node's leading size does not follow the batch size, or its per-sample shape changes "
+     "with it"),
     ("output-structure", "SupportBoundaryError",
      "forward() returns something other than a tensor or a flat tuple/list of graph tensors"),
     # Spelling recognition (spec sections 2-4, 7).
-    ("unsupported-module", "UnsupportedOperatorError", "the module type is not in the spelling table"),
-    ("unsupported-function", "UnsupportedOperatorError", "the function is not in the spelling table"),
-    ("unsupported-method", "UnsupportedOperatorError", "the tensor method is not in the spelling table"),
+    ("unsupported-module", "UnsupportedOperatorError",
+     "the module type is not in the spelling table"),
+    ("unsupported-function", "UnsupportedOperatorError",
+     "the function is not in the spelling table"),
+    ("unsupported-method", "UnsupportedOperatorError",
+     "the tensor method is not in the spelling table"),
     ("inplace", "UnsupportedOperatorError", "in-place forms are rejected before normalization"),
     ("dropout-training", "UnsupportedOperatorError", "stochastic training-mode dropout"),
     ("batch-norm-function", "UnsupportedOperatorError", "F.batch_norm is not mapped"),
     # Arguments.
-    ("unsupported-argument", "SupportBoundaryError", "an argument the spelling's handler does not honour"),
+    ("unsupported-argument", "SupportBoundaryError",
+     "an argument the spelling's handler does not honour"),
     ("out-argument", "SupportBoundaryError", "caller-provided out= storage"),
-    ("dynamic-argument", "SupportBoundaryError", "an argument that must be static is a traced value"),
+    ("dynamic-argument", "SupportBoundaryError",
+     "an argument that must be static is a traced value"),
     ("constant-computation", "SupportBoundaryError", "an operation computes on fixed tensors only"),
     ("constant-not-finite", "SupportBoundaryError", "a lifted constant holds NaN or infinity"),
     ("rank", "SupportBoundaryError", "the input's rank is outside what the operator accepts"),
     ("dtype", "SupportBoundaryError", "a tensor is not of a floating-point dtype"),
     # Batch axis rules.
-    ("batch-axis", "SupportBoundaryError", "the operation reads, moves, merges or removes the batch axis"),
-    ("broadcast-batch-axis", "SupportBoundaryError", "graph tensors of different ranks would broadcast across the batch axis"),
+    ("batch-axis", "SupportBoundaryError",
+     "the operation reads, moves, merges or removes the batch axis"),
+    ("broadcast-batch-axis", "SupportBoundaryError",
+     "graph tensors of different ranks would broadcast across the batch axis"),
     ("squeeze-without-dim", "SupportBoundaryError", "squeeze without explicit static dimensions"),
     ("mean-without-dim", "SupportBoundaryError", "mean without explicit static dimensions"),
     ("mean-dtype", "SupportBoundaryError", "mean with a dtype conversion"),
     # ElementwiseAffine and Add/Sub.
-    ("affine-tensor-tensor", "SupportBoundaryError", "multiplication or division of two graph tensors"),
+    ("affine-tensor-tensor", "SupportBoundaryError",
+     "multiplication or division of two graph tensors"),
     ("affine-constant-over-tensor", "SupportBoundaryError", "a constant divided by a graph tensor"),
-    ("affine-zero-divisor", "SupportBoundaryError", "division by a constant that is zero somewhere"),
+    ("affine-zero-divisor", "SupportBoundaryError",
+     "division by a constant that is zero somewhere"),
     ("affine-rounding-mode", "SupportBoundaryError", "division with a rounding mode"),
-    ("affine-broadcast", "SupportBoundaryError", "the constant would change the graph tensor's shape by broadcasting"),
-    ("affine-constant-type", "SupportBoundaryError", "the constant is not a real number or real tensor"),
+    ("affine-broadcast", "SupportBoundaryError",
+     "the constant would change the graph tensor's shape by broadcasting"),
+    ("affine-constant-type", "SupportBoundaryError",
+     "the constant is not a real number or real tensor"),
     ("alpha", "SupportBoundaryError", "alpha is not a finite static real number"),
     # Parameterised operators.
-    ("runtime-weight", "SupportBoundaryError", "F.linear/F.conv2d weight or bias is not fixed get_attr state"),
-    ("batch-norm-training", "SupportBoundaryError", "BatchNorm in training mode normalises with batch statistics"),
+    ("runtime-weight", "SupportBoundaryError",
+     "F.linear/F.conv2d weight or bias is not fixed get_attr state"),
+    ("batch-norm-training", "SupportBoundaryError",
+     "BatchNorm in training mode normalises with batch statistics"),
     ("batch-norm-no-running-stats", "SupportBoundaryError", "BatchNorm without running statistics"),
-    ("leaky-relu-slope", "SupportBoundaryError", "LeakyReLU negative_slope outside [0, 1] or not finite"),
+    ("leaky-relu-slope", "SupportBoundaryError",
+     "LeakyReLU negative_slope outside [0, 1] or not finite"),
     ("pool-return-indices", "SupportBoundaryError", "max pooling that returns indices"),
     ("concat-constant", "SupportBoundaryError", "a fixed tensor concatenated with graph tensors"),
     ("advanced-indexing", "SupportBoundaryError", "indexing with tensors, lists or booleans"),
@@ -105,7 +120,16 @@ class UnsupportedOperatorError(ConversionError):
 
 
 class SupportBoundaryError(ConversionError):
-    """A recognised spelling whose parameters, ranks, constants or batch use fall outside the boundary."""
+    """A recognised spelling whose parameters, ranks, constants or batch use are outside."""
+
+
+class Rejection(Exception):
+    """Internal: a handler's verdict on one node, turned into a ConversionError with context."""
+
+    def __init__(self, code: str, reason: str, hint: str = ""):
+        assert code in REASONS, f"unregistered reason code {code!r}"
+        super().__init__(reason)
+        self.code, self.reason, self.hint = code, reason, hint
 
 
 class GraphIRFormatError(NCETError):
@@ -128,7 +152,7 @@ def format_message(code: str, reason: str, node: str, fx_op: str, spelling: str,
         head += f" ({where})"
     text = f"{head}: {reason.rstrip('.')} [{code}]."
     if hint:
-        text += f" {hint.rstrip('.')}."
+        text += f" {hint[:1].upper()}{hint[1:].rstrip('.')}."
     return text
 
 

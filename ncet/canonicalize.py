@@ -1,0 +1,338 @@
+"""The conversion walk: every FX node executed at two batch sizes, projected onto its op_type."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import torch
+import torch.fx
+from torch import nn
+
+from .constants import ConstantLifter
+from .context import Mapped, MissingShape, NodeContext, Value, bind
+from .errors import ConversionError, Rejection, TraceError, make_error
+from .ir import OP_SCHEMAS, GraphIR, IRNode, Source
+from .report import ConversionReport, Row
+from .spellings import (
+    FUNCTION_SPELLINGS,
+    INPLACE_FUNCTIONS,
+    KEYWORD_ALIASES,
+    METHOD_SPELLINGS,
+    MODULE_SPELLINGS,
+    REJECTED_FUNCTIONS,
+    UNSUPPORTED_HINTS,
+)
+from .trace import BATCH_SIZES, Traced, make_example_inputs, trace_model
+
+_UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
+
+
+def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
+                 dtype: torch.dtype, *, first_error_only: bool) -> ConversionReport:
+    """Trace `model` and map every node; stop at the first problem if `first_error_only`.
+
+    Raises:
+        TraceError: The model cannot be traced (always raised; `diagnose` catches it).
+        ConversionError: With `first_error_only`, the first node outside the boundary.
+    """
+    traced = trace_model(model, len(input_shapes))
+    walk = _Walk(traced, input_shapes, dtype)
+    rows = []
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        for node in traced.graph_module.graph.nodes:
+            row = walk.step(node)
+            rows.append(row)
+            if first_error_only and row.error is not None:
+                raise row.error
+    problems = any(r.error is not None for r in rows)
+    return ConversionReport(tuple(rows), None if problems else walk.graph())
+
+
+def trace_failure_report(error: TraceError) -> ConversionReport:
+    """A report for a model that could not be traced at all."""
+    row = Row(error.node, "trace", "", "", "", None, "unsupported" if error.code != "input-count"
+              else "boundary", error.code, str(error), error.hint, None, error.location, error)
+    return ConversionReport((row,), None)
+
+
+def _display(target: Any) -> str:
+    module = getattr(target, "__module__", None) or ""
+    name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
+    if module.startswith(("torch._C", "torch._VariableFunctions")):
+        module = "torch"
+    module = {"torch.nn.functional": "F", "_operator": "operator"}.get(module, module)
+    return f"{module}.{name}" if module else name
+
+
+class _Walk:
+    """State of one conversion: values at both batch sizes, lifted constants, IR nodes."""
+
+    def __init__(self, traced: Traced, input_shapes, dtype: torch.dtype):
+        self.traced = traced
+        self.gm = traced.graph_module
+        self.dtype = dtype
+        self.input_shapes = [tuple(int(d) for d in s) for s in input_shapes]
+        self.examples = [make_example_inputs(self.input_shapes, dtype, b, seed=b)
+                         for b in BATCH_SIZES]
+        self.envs: list[dict[torch.fx.Node, Any]] = [{} for _ in BATCH_SIZES]
+        self.values: dict[torch.fx.Node, Value] = {}
+        self.lifter = ConstantLifter()
+        self.ir_nodes: list[IRNode] = []
+        self.placeholder_index = 0
+        self._module_copies: dict[int, nn.Module] = {}
+
+    # --- one node -------------------------------------------------------------------
+    def step(self, node: torch.fx.Node) -> Row:
+        handler = getattr(self, f"_{node.op}")
+        return handler(node)
+
+    def _row(self, node, status, *, spelling="", module_path="", module_type="", op_type=None,
+             error: ConversionError | None = None, message="", shape=None) -> Row:
+        return Row(node.name, node.op, spelling, module_path, module_type, op_type, status,
+                   error.code if error else None, str(error) if error else message,
+                   error.hint if error else "", shape, _location(node), error)
+
+    def _placeholder(self, node: torch.fx.Node) -> Row:
+        index = self.placeholder_index
+        self.placeholder_index += 1
+        shape = self.input_shapes[index]
+        for env, example in zip(self.envs, self.examples):
+            env[node] = example[index]
+        self.values[node] = Value("graph", True, shape, self.dtype)
+        self.ir_nodes.append(IRNode(node.name, "Input", (), {"index": index}, shape,
+                                    _dtype_name(self.dtype), Source(node.name, node.op, node.name)))
+        return self._row(node, "mapped", spelling=str(node.target), op_type="Input", shape=shape)
+
+    def _get_attr(self, node: torch.fx.Node) -> Row:
+        value = self.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        path = self.traced.user_path(str(node.target))
+        if isinstance(value, torch.Tensor):
+            value = self.lifter.copy_attr(node, value, path)
+            self.values[node] = Value("const", True, tuple(value.shape), value.dtype)
+        else:
+            self.values[node] = Value("const", False)
+        for env in self.envs:
+            env[node] = value
+        return self._row(node, "lifted", spelling=path, module_path=path,
+                         shape=self.values[node].shape)
+
+    def _output(self, node: torch.fx.Node) -> Row:
+        result = node.args[0]
+        outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+        bad = [o for o in outputs if not (isinstance(o, torch.fx.Node)
+                                          and self.values[o].kind == "graph"
+                                          and self.values[o].is_tensor)]
+        if bad:
+            what = ", ".join(o.name if isinstance(o, torch.fx.Node) else repr(o) for o in bad)
+            error = self._error(node, "output", Rejection(
+                "output-structure", f"forward() returns {what}, which is not a tensor computed "
+                                    "from the inputs (or returns a nested structure)",
+                hint="return a tensor or a flat tuple of tensors computed from the inputs"))
+            return self._row(node, "boundary", spelling="output", error=error)
+        self.ir_nodes.append(IRNode(node.name, "Output", tuple(o.name for o in outputs),
+                                    {"tuple": isinstance(result, (tuple, list))}, None, "",
+                                    Source(node.name, node.op, "output")))
+        return self._row(node, "mapped", spelling="output", op_type="Output")
+
+    def _call_module(self, node):
+        return self._call(node)
+
+    def _call_function(self, node):
+        return self._call(node)
+
+    def _call_method(self, node):
+        return self._call(node)
+
+    # --- call nodes -----------------------------------------------------------------
+    def _call(self, node: torch.fx.Node) -> Row:
+        spelling, display, module, module_path, module_type, rejection = self._resolve(node)
+        failure = self._execute(node, module, trusted=spelling is not None and rejection is None)
+        context = dict(spelling=display, module_path=module_path, module_type=module_type)
+        value = self.values[node]
+        mapped = None
+        try:
+            if rejection is not None:
+                raise rejection
+            if value.kind == "const" and not self._has_graph_input(node):
+                raise Rejection("constant-computation",
+                                "the operation computes on fixed tensors only; canonicalization "
+                                "never does arithmetic on model constants",
+                                hint="precompute the value and register it as a buffer")
+            args = bind(spelling, node.args, self._kwargs(node))
+            ctx = NodeContext(node, spelling, args, self.values, self.lifter, module, module_path)
+            mapped = spelling.handler(ctx)
+        except Rejection as reason:
+            error = self._error(node, display, reason)
+            status = "unsupported" if error.__class__.__name__ == "UnsupportedOperatorError" \
+                else "boundary"
+            return self._row(node, status, error=error, **context)
+        except MissingShape:
+            pass
+        if value.failed and failure is None:
+            return self._row(node, "skipped", message="not checked: a node it depends on failed",
+                             **context)
+        if failure is not None:
+            return self._row(node, "boundary", error=self._error(node, display, failure), **context)
+        assert mapped is not None, f"handler for {display} needed a shape it did not get"
+        if not value.dtype.is_floating_point:
+            return self._row(node, "boundary", error=self._error(node, display, Rejection(
+                "dtype", f"the result has dtype {value.dtype}, not a floating-point dtype")),
+                **context)
+        self.ir_nodes.append(self._ir_node(node, mapped, display, module_path, module_type))
+        return self._row(node, "mapped", op_type=mapped.op_type, shape=value.shape, **context)
+
+    def _resolve(self, node: torch.fx.Node):
+        """(spelling, display name, module, module path, module type, early rejection)."""
+        stack = node.meta.get("nn_module_stack") or {}
+        module_path = self.traced.user_path(next(reversed(stack))) if stack else ""
+        module_type = _type_name_of(stack[next(reversed(stack))][1]) if stack else ""
+        target = node.target
+        if node.op == "call_module":
+            module = self.gm.get_submodule(target)
+            module_path, module_type = self.traced.user_path(target), _type_name_of(type(module))
+            spelling = MODULE_SPELLINGS.get(type(module))
+            if spelling is None:
+                return None, module_type, module, module_path, module_type, Rejection(
+                    "unsupported-module", f"module type {module_type} is not in the spelling "
+                                          "table", hint=_UNLISTED_HINT)
+            return spelling, spelling.display, module, module_path, module_type, None
+        if node.op == "call_method":
+            display = f"Tensor.{target}"
+            if target.endswith("_") and not target.startswith("__"):
+                return None, display, None, module_path, module_type, Rejection(
+                    "inplace", f"in-place method {display}() is rejected",
+                    hint=f"use x.{target[:-1]}(...) instead")
+            spelling = METHOD_SPELLINGS.get(target)
+            if spelling is None:
+                return None, display, None, module_path, module_type, Rejection(
+                    "unsupported-method", f"method {display} is not in the spelling table",
+                    hint=UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT))
+            return spelling, display, None, module_path, module_type, None
+        display = _display(target)
+        try:
+            spelling = FUNCTION_SPELLINGS.get(target)
+        except TypeError:  # an unhashable callable cannot be in the table
+            spelling = None
+        if spelling is not None:
+            return spelling, spelling.display, None, module_path, module_type, None
+        if target in INPLACE_FUNCTIONS:
+            return None, display, None, module_path, module_type, Rejection(
+                "inplace", f"in-place function {display} is rejected",
+                hint=f"use {INPLACE_FUNCTIONS[target]} instead")
+        if target in REJECTED_FUNCTIONS:
+            code, reason, hint = REJECTED_FUNCTIONS[target]
+            return None, display, None, module_path, module_type, Rejection(code, reason, hint)
+        return None, display, None, module_path, module_type, Rejection(
+            "unsupported-function", f"function {display} is not in the spelling table",
+            hint=UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT))
+
+    def _kwargs(self, node: torch.fx.Node) -> dict[str, Any]:
+        aliases = KEYWORD_ALIASES.get(node.target) if node.op == "call_function" else None
+        if not aliases:
+            return dict(node.kwargs)
+        return {aliases.get(k, k): v for k, v in node.kwargs.items()}
+
+    def _has_graph_input(self, node: torch.fx.Node) -> bool:
+        return any(self.values[n].kind != "const" for n in node.all_input_nodes)
+
+    # --- shape propagation ----------------------------------------------------------
+    def _execute(self, node: torch.fx.Node, module: nn.Module | None,
+                 trusted: bool) -> Rejection | None:
+        """Run the node at both batch sizes and record its Value; return a failure, if any."""
+        inputs = node.all_input_nodes
+        kind = "graph" if any(self.values[n].kind == "graph" for n in inputs) else "const"
+        if any(self.values[n].failed for n in inputs):
+            self.values[node] = Value(kind, True, failed=True)
+            return None
+        if module is not None and (module.training or not trusted):
+            module = self._module_copies.setdefault(id(module), copy.deepcopy(module))
+        results = []
+        try:
+            for env in self.envs:
+                args = torch.fx.node.map_arg(node.args, env.__getitem__)
+                kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+                if node.op == "call_module":
+                    result = module(*args, **kwargs)
+                elif node.op == "call_method":
+                    result = getattr(args[0], node.target)(*args[1:], **kwargs)
+                else:
+                    result = node.target(*args, **kwargs)
+                env[node] = result
+                results.append(result)
+        except Exception as exc:  # any failure of the user's code on the example inputs
+            self.values[node] = Value(kind, True, failed=True)
+            for env in self.envs:
+                env.pop(node, None)
+            return Rejection("shape-propagation",
+                             f"running the traced graph on example inputs failed here: "
+                             f"{type(exc).__name__}: {_first_line(exc)}",
+                             hint="check the per-sample input shapes given to convert()")
+        first = results[0]
+        if not isinstance(first, torch.Tensor):
+            self.values[node] = Value(kind, False)
+            return None
+        if kind == "const":
+            self.values[node] = Value(kind, True, tuple(first.shape), first.dtype)
+            return None
+        shapes = [tuple(r.shape) if isinstance(r, torch.Tensor) else None for r in results]
+        follows = all(s is not None and len(s) >= 1 and s[0] == b
+                      for s, b in zip(shapes, BATCH_SIZES)) and len({s[1:] for s in shapes}) == 1
+        if not follows:
+            self.values[node] = Value(kind, True, None, first.dtype, failed=True)
+            return Rejection("batch-not-preserved",
+                             f"the output shape {list(shapes[0])} at batch size {BATCH_SIZES[0]} "
+                             f"and {list(shapes[1])} at batch size {BATCH_SIZES[1]}: the leading "
+                             "size does not follow the batch size, or the per-sample shape "
+                             "changes with it",
+                             hint="keep the batch axis first and whole, e.g. "
+                                  "x.flatten(1) instead of x.view(-1)")
+        self.values[node] = Value(kind, True, shapes[0][1:], first.dtype)
+        return None
+
+    # --- results --------------------------------------------------------------------
+    def _error(self, node: torch.fx.Node, display: str, reason: Rejection) -> ConversionError:
+        return make_error(reason.code, reason.reason, node=node.name, fx_op=node.op,
+                          spelling=display, hint=reason.hint,
+                          location=_location(node))
+
+    def _ir_node(self, node, mapped: Mapped, display, module_path, module_type) -> IRNode:
+        value = self.values[node]
+        source = Source(node.name, node.op, display, module_path, module_type,
+                        _location(node))
+        assert set(mapped.attrs) == set(OP_SCHEMAS[mapped.op_type][1]), mapped
+        return IRNode(node.name, mapped.op_type, tuple(n.name for n in mapped.inputs),
+                      mapped.attrs, value.shape, _dtype_name(value.dtype), source)
+
+    def graph(self) -> GraphIR:
+        """The GraphIR of a walk in which every node mapped."""
+        used: dict[str, torch.Tensor] = {}
+        for ir_node in self.ir_nodes:
+            _, schema = OP_SCHEMAS[ir_node.op_type]
+            for attr, kind in schema.items():
+                name = ir_node.attrs[attr]
+                if kind.startswith("const") and name is not None and name not in used:
+                    used[name] = self.lifter.tensor(name)
+        return GraphIR(tuple(self.ir_nodes), used)
+
+
+def _type_name_of(cls: type) -> str:
+    prefix = "nn" if cls.__module__.startswith("torch.nn.") else cls.__module__
+    return f"{prefix}.{cls.__qualname__}"
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _location(node: torch.fx.Node) -> str:
+    """file:line of the model code that created the node (placeholders and the output are
+    created outside forward()'s body, so they have none)."""
+    return "" if node.op in ("placeholder", "output") else node.meta.get("location", "")
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    return str(dtype).removeprefix("torch.")

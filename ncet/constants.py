@@ -1,0 +1,68 @@
+"""Lifting fixed tensors into GraphIR constants: detached, bit-identical, deduplicated."""
+
+from __future__ import annotations
+
+import torch
+import torch.fx
+
+from .errors import Rejection
+
+
+class ConstantLifter:
+    """Gives every fixed tensor one constant name and one detached copy.
+
+    Canonicalization never does arithmetic on constants: each lifted tensor is a clone,
+    bit-identical to the model's, so later changes to the model do not reach the IR.
+    The same tensor object reached by two paths (weight tying) is lifted once, under the
+    first name it was reached by.
+    """
+
+    def __init__(self):
+        self._by_id: dict[int, str] = {}
+        self._originals: list[torch.Tensor] = []  # keeps ids alive while lifting
+        self._tensors: dict[str, torch.Tensor] = {}
+        self._attr_nodes: dict[torch.fx.Node, tuple[torch.Tensor, str]] = {}
+
+    def copy_attr(self, node: torch.fx.Node, tensor: torch.Tensor, name: str) -> torch.Tensor:
+        """Record a get_attr node's tensor and return the copy shape propagation may use."""
+        name = self._known_name(tensor, name)
+        self._attr_nodes[node] = (tensor, name)
+        return self._tensors[name]
+
+    def lift_attr(self, node: torch.fx.Node) -> str:
+        """Constant name for the tensor of a get_attr node, checking it is finite."""
+        _, name = self._attr_nodes[node]
+        _check_finite(self._tensors[name], name)
+        return name
+
+    def value(self, node: torch.fx.Node) -> torch.Tensor:
+        """The lifted copy behind a get_attr node."""
+        return self._tensors[self._attr_nodes[node][1]]
+
+    def lift(self, tensor: torch.Tensor, name: str) -> str:
+        """Constant name for a module's tensor (a parameter or buffer), checking it is finite."""
+        name = self._known_name(tensor, name)
+        _check_finite(self._tensors[name], name)
+        return name
+
+    def tensor(self, name: str) -> torch.Tensor:
+        """The lifted copy called `name`."""
+        return self._tensors[name]
+
+    def _known_name(self, tensor: torch.Tensor, name: str) -> str:
+        key = id(tensor)
+        if key in self._by_id:
+            return self._by_id[key]
+        unique, n = name, 1
+        while unique in self._tensors:  # distinct tensors never share a qualified name
+            unique, n = f"{name}_{n}", n + 1
+        self._by_id[key] = unique
+        self._originals.append(tensor)
+        self._tensors[unique] = tensor.detach().clone()
+        return unique
+
+
+def _check_finite(tensor: torch.Tensor, name: str) -> None:
+    if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
+        raise Rejection("constant-not-finite", f"constant {name!r} holds NaN or infinity",
+                        hint="replace the non-finite entries in the model's tensor")

@@ -1,0 +1,78 @@
+"""The entry points `convert` and `diagnose`."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from .canonicalize import canonicalize, trace_failure_report
+from .errors import TraceError
+from .ir import GraphIR
+from .report import ConversionReport
+
+
+def _check_shapes(input_shapes) -> tuple[tuple[int, ...], ...]:
+    if not input_shapes:
+        raise ValueError("give one per-sample input shape per forward() argument, "
+                         "e.g. convert(model, (3, 32, 32))")
+    checked = []
+    for shape in input_shapes:
+        if isinstance(shape, int):
+            shape = (shape,)
+        if not isinstance(shape, (tuple, list, torch.Size)) or not all(
+                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+            raise ValueError(f"a per-sample input shape must be a tuple of positive ints "
+                             f"(without the batch axis), got {shape!r}")
+        checked.append(tuple(shape))
+    return tuple(checked)
+
+
+def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32) -> GraphIR:
+    """Trace `model` and project it onto canonical GraphIR.
+
+    Args:
+        model: The PyTorch model; it is never modified. Put it in eval mode first if it
+            has dropout or BatchNorm.
+        *input_shapes: One per-sample shape (no batch axis) per forward() argument.
+        dtype: The dtype of the example inputs used for shape propagation.
+
+    Returns:
+        The GraphIR, with every fixed tensor lifted into `constants`.
+
+    Raises:
+        TraceError: FX cannot trace the model, or it fails on the example inputs.
+        UnsupportedOperatorError: The first spelling outside the spec's tables.
+        SupportBoundaryError: The first recognised spelling outside the support boundary.
+        ValueError: The input shapes are malformed.
+
+    Example:
+        >>> ir = ncet.convert(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), (4,))
+    """
+    report = canonicalize(model, _check_shapes(input_shapes), dtype, first_error_only=True)
+    assert report.graph is not None
+    return report.graph
+
+
+def diagnose(model: nn.Module, *input_shapes,
+             dtype: torch.dtype = torch.float32) -> ConversionReport:
+    """Report what NCET makes of every FX node, with every problem of the model at once.
+
+    Never raises for problems of the model: they become rows with a status, a stable reason
+    code, a message and a hint.
+
+    Args:
+        model: The PyTorch model; it is never modified.
+        *input_shapes: One per-sample shape (no batch axis) per forward() argument.
+        dtype: The dtype of the example inputs used for shape propagation.
+
+    Returns:
+        A ConversionReport; `.graph` holds the GraphIR when `.ok`.
+
+    Raises:
+        ValueError: The input shapes are malformed.
+    """
+    shapes = _check_shapes(input_shapes)
+    try:
+        return canonicalize(model, shapes, dtype, first_error_only=False)
+    except TraceError as error:
+        return trace_failure_report(error)

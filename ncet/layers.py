@@ -1,0 +1,180 @@
+"""Handlers for the parameterised operators: Linear, Conv2d, BatchNorm and 2-d pooling."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .context import Mapped, NodeContext
+from .errors import Rejection
+
+
+def _pair(value: Any, name: str) -> list[int]:
+    """A static int or pair of ints, as a list of two ints."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return [value, value]
+    if isinstance(value, (tuple, list)) and len(value) in (1, 2) and all(
+            isinstance(v, int) and not isinstance(v, bool) for v in value):
+        return [int(value[0]), int(value[-1])]
+    raise Rejection("unsupported-argument", f"{name}={value!r} must be an int or a pair of ints")
+
+
+def _require_rank(ctx: NodeContext, node, ranks: tuple[int, ...], what: str) -> None:
+    rank = len(ctx.shape(node))
+    if rank not in ranks:
+        batched = " or ".join(str(r + 1) for r in ranks)
+        raise Rejection("rank", f"{what} needs a batched input of rank {batched}, got rank "
+                                f"{rank + 1}",
+                        hint="give the input its batch axis and the layout the layer expects")
+
+
+def _fixed_operand(ctx: NodeContext, name: str, optional: bool) -> str | None:
+    """Lift a F.linear/F.conv2d weight or bias, which must be fixed get_attr state."""
+    value = ctx.args[name]
+    if value is None and optional:
+        return None
+    if ctx.is_fixed_tensor(value):
+        return ctx.lift_attr(value)
+    source = f"computed by node {value.name!r}" if isinstance(value, torch.fx.Node) else repr(value)
+    raise Rejection("runtime-weight", f"{name} must be a fixed parameter or buffer, but it is "
+                                      f"{source}",
+                    hint=f"register the {name} as an nn.Parameter or buffer and pass self.<name>, "
+                         "or use the nn module spelling")
+
+
+# --- Linear -----------------------------------------------------------------------------
+def linear_module(ctx: NodeContext) -> Mapped:
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, tuple(range(1, 16)), "Linear")
+    return Mapped("Linear", (x,), {"weight": ctx.lift_module_tensor("weight"),
+                                   "bias": ctx.lift_module_tensor("bias")})
+
+
+def linear_function(ctx: NodeContext) -> Mapped:
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, tuple(range(1, 16)), "F.linear")
+    return Mapped("Linear", (x,), {"weight": _fixed_operand(ctx, "weight", False),
+                                   "bias": _fixed_operand(ctx, "bias", True)})
+
+
+# --- Conv2d -----------------------------------------------------------------------------
+def _same_padding(kernel: list[int], dilation: list[int]) -> list[int]:
+    """PyTorch's padding="same": total d*(k-1) per axis, the odd unit on the bottom/right."""
+    pads = []
+    for k, d in zip(kernel, dilation):
+        total = d * (k - 1)
+        pads.append((total // 2, total - total // 2))
+    (top, bottom), (left, right) = pads
+    return [top, bottom, left, right]
+
+
+def _conv_padding(padding: Any, kernel: list[int], dilation: list[int]) -> list[int]:
+    if padding == "valid":
+        return [0, 0, 0, 0]
+    if padding == "same":
+        return _same_padding(kernel, dilation)
+    ph, pw = _pair(padding, "padding")
+    return [ph, ph, pw, pw]
+
+
+def conv2d_module(ctx: NodeContext) -> Mapped:
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, (3,), "Conv2d")
+    conv: nn.Conv2d = ctx.module
+    kernel, dilation = list(conv.kernel_size), list(conv.dilation)
+    return Mapped("Conv2d", (x,), {
+        "weight": ctx.lift_module_tensor("weight"), "bias": ctx.lift_module_tensor("bias"),
+        "stride": list(conv.stride), "padding": _conv_padding(conv.padding, kernel, dilation),
+        "dilation": dilation, "groups": int(conv.groups), "padding_mode": conv.padding_mode})
+
+
+def conv2d_function(ctx: NodeContext) -> Mapped:
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, (3,), "F.conv2d")
+    weight = _fixed_operand(ctx, "weight", False)
+    kernel = list(ctx.fixed_tensor(ctx.args["weight"]).shape[-2:])
+    dilation = _pair(ctx.static("dilation"), "dilation")
+    groups = ctx.static("groups")
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise Rejection("unsupported-argument", f"groups={groups!r} must be an int")
+    return Mapped("Conv2d", (x,), {
+        "weight": weight, "bias": _fixed_operand(ctx, "bias", True),
+        "stride": _pair(ctx.static("stride"), "stride"),
+        "padding": _conv_padding(ctx.static("padding"), kernel, dilation),
+        "dilation": dilation, "groups": groups, "padding_mode": "zeros"})
+
+
+# --- BatchNorm --------------------------------------------------------------------------
+def batch_norm_module(ctx: NodeContext) -> Mapped:
+    bn = ctx.module
+    if bn.training:
+        raise Rejection("batch-norm-training",
+                        f"{type(bn).__name__} is in training mode and would normalise with "
+                        "batch statistics (and update its running statistics)",
+                        hint="call model.eval() before converting")
+    if bn.running_mean is None or bn.running_var is None:
+        raise Rejection("batch-norm-no-running-stats",
+                        f"{type(bn).__name__} has no running statistics "
+                        "(track_running_stats=False), so it normalises with batch statistics",
+                        hint="use track_running_stats=True and train or load running statistics")
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, (1, 2) if isinstance(bn, nn.BatchNorm1d) else (3,), type(bn).__name__)
+    return Mapped("BatchNorm", (x,), {
+        "mean": ctx.lift_module_tensor("running_mean"),
+        "var": ctx.lift_module_tensor("running_var"),
+        "weight": ctx.lift_module_tensor("weight"), "bias": ctx.lift_module_tensor("bias"),
+        "eps": float(bn.eps)})
+
+
+# --- pooling ----------------------------------------------------------------------------
+def _pool_window(ctx: NodeContext, kernel: Any, stride: Any, padding: Any) -> dict[str, Any]:
+    kernel = _pair(kernel, "kernel_size")
+    stride = kernel if stride is None or stride == [] or stride == () else _pair(stride, "stride")
+    return {"kernel_size": kernel, "stride": stride, "padding": _pair(padding, "padding")}
+
+
+def adaptive_avg_pool2d(ctx: NodeContext) -> Mapped:
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, (3,), "adaptive average pooling")
+    if ctx.module is None:
+        ctx.static("output_size")
+    return Mapped("AdaptiveAvgPool2d", (x,), {"output_size": list(ctx.out_shape[-2:])})
+
+
+def avg_pool2d(ctx: NodeContext) -> Mapped:
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, (3,), "average pooling")
+    p = _pool_params(ctx, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
+                           "divisor_override"))
+    divisor = p["divisor_override"]
+    if divisor is not None and (isinstance(divisor, bool) or not isinstance(divisor, int)
+                                or divisor == 0):
+        raise Rejection("unsupported-argument",
+                        f"divisor_override={divisor!r} must be a non-zero int or None")
+    return Mapped("AvgPool2d", (x,), {
+        **_pool_window(ctx, p["kernel_size"], p["stride"], p["padding"]),
+        "ceil_mode": bool(p["ceil_mode"]), "count_include_pad": bool(p["count_include_pad"]),
+        "divisor_override": divisor})
+
+
+def max_pool2d(ctx: NodeContext) -> Mapped:
+    x = ctx.graph_tensor("input")
+    _require_rank(ctx, x, (3,), "max pooling")
+    p = _pool_params(ctx, ("kernel_size", "stride", "padding", "dilation", "ceil_mode",
+                           "return_indices"))
+    if p["return_indices"]:
+        raise Rejection("pool-return-indices",
+                        "max pooling with return_indices=True returns integer indices",
+                        hint="use return_indices=False")
+    return Mapped("MaxPool2d", (x,), {
+        **_pool_window(ctx, p["kernel_size"], p["stride"], p["padding"]),
+        "dilation": _pair(p["dilation"], "dilation"), "ceil_mode": bool(p["ceil_mode"])})
+
+
+def _pool_params(ctx: NodeContext, names: tuple[str, ...]) -> dict[str, Any]:
+    """Pooling parameters from the module's attributes or the function's static arguments."""
+    if ctx.module is not None:
+        return {name: getattr(ctx.module, name) for name in names}
+    return {name: ctx.static(name) for name in names}

@@ -1,0 +1,112 @@
+"""Tracing: torch.fx symbolic tracing with source locations, and the batched example inputs."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+
+import torch
+import torch.fx
+from torch import nn
+
+from .errors import TraceError
+
+_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
+_NCET_DIR = os.path.dirname(__file__) + os.sep
+
+BATCH_SIZES = (2, 3)
+"""The two temporary batch sizes: a node whose leading size does not follow them is rejected."""
+
+_ROOT_ATTR = "root"
+
+
+class _LocatingTracer(torch.fx.Tracer):
+    """A Tracer that records the user's file:line of every node in `node.meta["location"]`.
+
+    Walking a few frames is much cheaper than FX's full `record_stack_traces`.
+    """
+
+    def create_node(self, *args, **kwargs):
+        node = super().create_node(*args, **kwargs)
+        frame = sys._getframe(1)
+        while frame is not None:
+            filename = frame.f_code.co_filename
+            if not filename.startswith((_TORCH_DIR, _NCET_DIR)) and "<eval_with" not in filename:
+                node.meta["location"] = f"{os.path.basename(filename)}:{frame.f_lineno}"
+                break
+            frame = frame.f_back
+        return node
+
+
+class _LeafRoot(nn.Module):
+    """Holds a leaf module passed as the root, so it is traced as one call, not its internals."""
+
+    def __init__(self, module: nn.Module):
+        super().__init__()
+        self.add_module(_ROOT_ATTR, module)
+
+    def forward(self, *args):
+        return getattr(self, _ROOT_ATTR)(*args)
+
+
+@dataclass(frozen=True)
+class Traced:
+    """A traced model: its GraphModule and how module paths map back to the user's model."""
+
+    graph_module: torch.fx.GraphModule
+    wrapped_leaf: bool
+
+    def user_path(self, target: str) -> str:
+        """The qualified name in the user's model of a GraphModule attribute path."""
+        if not self.wrapped_leaf:
+            return target
+        return target.removeprefix(_ROOT_ATTR).removeprefix(".")
+
+
+def trace_model(model: nn.Module, n_inputs: int) -> Traced:
+    """Symbolically trace `model`, checking that forward() takes `n_inputs` tensors.
+
+    Args:
+        model: The user's model; it is not modified.
+        n_inputs: How many per-sample input shapes the caller gave.
+
+    Returns:
+        The traced GraphModule.
+
+    Raises:
+        TraceError: FX cannot trace the model ("trace-failed"), or the number of
+            forward() arguments differs from `n_inputs` ("input-count").
+    """
+    if not isinstance(model, nn.Module):
+        raise TraceError("trace-failed", f"expected an nn.Module, got {type(model).__name__}",
+                         hint="pass the model object itself")
+    tracer = _LocatingTracer()
+    wrapped = tracer.is_leaf_module(model, "")
+    root = _LeafRoot(model) if wrapped else model
+    try:
+        graph = tracer.trace(root)
+    except Exception as exc:  # FX raises many types; the user needs one, with the cause
+        raise TraceError(
+            "trace-failed", f"torch.fx.symbolic_trace failed: {type(exc).__name__}: {exc}",
+            hint="remove data-dependent control flow and Python-side use of tensor values "
+                 "from forward(), or wrap that code in a leaf module",
+        ) from exc
+    graph_module = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
+    placeholders = [n for n in graph.nodes if n.op == "placeholder"]
+    if len(placeholders) != n_inputs:
+        names = ", ".join(n.name for n in placeholders)
+        raise TraceError(
+            "input-count",
+            f"forward() takes {len(placeholders)} tensor argument(s) ({names}) "
+            f"but {n_inputs} input shape(s) were given",
+            hint="give one per-sample shape per forward() argument, "
+                 "e.g. convert(model, (3, 32, 32))",
+        )
+    return Traced(graph_module, wrapped)
+
+
+def make_example_inputs(shapes, dtype: torch.dtype, batch: int, seed: int) -> list[torch.Tensor]:
+    """Seeded batched example inputs, drawn without touching the global RNG."""
+    generator = torch.Generator().manual_seed(seed)
+    return [torch.randn((batch, *shape), generator=generator).to(dtype) for shape in shapes]
