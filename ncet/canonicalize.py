@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import warnings
 from typing import Any
 
 import torch
@@ -59,8 +60,8 @@ def trace_failure_report(error: TraceError) -> ConversionReport:
 def _display(target: Any) -> str:
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
-    if module.startswith(("torch._C", "torch._VariableFunctions")):
-        module = "torch"
+    if name.startswith("_VariableFunctionsClass.") or module.startswith("torch._C"):
+        module, name = "torch", name.rpartition(".")[2]
     module = {"torch.nn.functional": "F", "_operator": "operator"}.get(module, module)
     return f"{module}.{name}" if module else name
 
@@ -251,17 +252,19 @@ class _Walk:
             module = self._module_copies.setdefault(id(module), copy.deepcopy(module))
         results = []
         try:
-            for env in self.envs:
-                args = torch.fx.node.map_arg(node.args, env.__getitem__)
-                kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
-                if node.op == "call_module":
-                    result = module(*args, **kwargs)
-                elif node.op == "call_method":
-                    result = getattr(args[0], node.target)(*args[1:], **kwargs)
-                else:
-                    result = node.target(*args, **kwargs)
-                env[node] = result
-                results.append(result)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the model's own warnings, once per batch size
+                for env in self.envs:
+                    args = torch.fx.node.map_arg(node.args, env.__getitem__)
+                    kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+                    if node.op == "call_module":
+                        result = module(*args, **kwargs)
+                    elif node.op == "call_method":
+                        result = getattr(args[0], node.target)(*args[1:], **kwargs)
+                    else:
+                        result = node.target(*args, **kwargs)
+                    env[node] = result
+                    results.append(result)
         except Exception as exc:  # any failure of the user's code on the example inputs
             self.values[node] = Value(kind, True, failed=True)
             for env in self.envs:

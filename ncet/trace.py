@@ -14,6 +14,7 @@ from .errors import TraceError
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NCET_DIR = os.path.dirname(__file__) + os.sep
+_NCET_MACHINERY = tuple(_NCET_DIR + f for f in ("trace.py", "canonicalize.py", "conversion.py"))
 
 BATCH_SIZES = (2, 3)
 """The two temporary batch sizes: a node whose leading size does not follow them is rejected."""
@@ -32,7 +33,8 @@ class _LocatingTracer(torch.fx.Tracer):
         frame = sys._getframe(1)
         while frame is not None:
             filename = frame.f_code.co_filename
-            if not filename.startswith((_TORCH_DIR, _NCET_DIR)) and "<eval_with" not in filename:
+            if not filename.startswith((_TORCH_DIR, *_NCET_MACHINERY)) \
+                    and "<eval_with" not in filename:
                 node.meta["location"] = f"{os.path.basename(filename)}:{frame.f_lineno}"
                 break
             frame = frame.f_back
