@@ -1,0 +1,1 @@
+"""NCET tests: spec tables checked against eager PyTorch."""
