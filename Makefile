@@ -4,6 +4,7 @@
 #   make venv    create .venv and install ncet (editable) with its test extras
 #   make demo    run the demo: a bundled model and its per-node mapping table
 #   make lint    ruff over the sources
+#   make docs    regenerate docs/support-boundary.md from ncet/boundary.py
 #   make test    lint, then the whole test suite
 #   make clean   remove .venv, build output and caches
 #
@@ -18,7 +19,7 @@ STAMP  := $(VENV)/.stamp
 # on a missing path).
 LINT_PATHS := $(wildcard ncet tests benchmarks)
 
-.PHONY: venv demo lint test clean
+.PHONY: venv demo lint docs test clean
 
 venv: $(STAMP)
 
@@ -34,6 +35,9 @@ demo: venv
 
 lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
+
+docs: venv
+	$(BIN)/python -m ncet.boundary > docs/support-boundary.md
 
 # pytest exits 5 when it collects no tests; that fails this target, on purpose.
 test: lint

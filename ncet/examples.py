@@ -16,7 +16,7 @@ def _seeded(build: Callable[[], nn.Module], seed: int) -> nn.Module:
         torch.manual_seed(seed)
         model = build()
         for module in model.modules():
-            if isinstance(module, nn.BatchNorm2d | nn.BatchNorm1d) and module.running_mean is not None:
+            if isinstance(module, nn.BatchNorm2d) and module.running_mean is not None:
                 module.running_mean.normal_(0.0, 0.2)
                 module.running_var.uniform_(0.5, 2.0)
                 module.weight.data.uniform_(0.5, 1.5)
