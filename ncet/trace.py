@@ -25,8 +25,12 @@ _ROOT_ATTR = "root"
 class _LocatingTracer(torch.fx.Tracer):
     """A Tracer that records the user's file:line of every node in `node.meta["location"]`.
 
-    Walking a few frames is much cheaper than FX's full `record_stack_traces`.
+    Walking a few frames is much cheaper than FX's full `record_stack_traces`. Buffers are
+    proxied like parameters, so code such as `self.buf.add_(1)` is recorded (and rejected),
+    not run on the model's own buffer while tracing.
     """
+
+    proxy_buffer_attributes = True
 
     def create_node(self, *args, **kwargs):
         node = super().create_node(*args, **kwargs)
@@ -42,14 +46,23 @@ class _LocatingTracer(torch.fx.Tracer):
 
 
 class _LeafRoot(nn.Module):
-    """Holds a leaf module passed as the root, so it is traced as one call, not its internals."""
+    """Holds a leaf module passed as the root, so it is traced as one call, not its internals.
+
+    FX needs forward()'s arguments by name (it cannot trace `*args`), so the subclass for
+    each arity comes from `_LEAF_FORWARDS`.
+    """
 
     def __init__(self, module: nn.Module):
         super().__init__()
         self.add_module(_ROOT_ATTR, module)
 
-    def forward(self, *args):
-        return getattr(self, _ROOT_ATTR)(*args)
+
+_LEAF_FORWARDS = {
+    1: lambda self, x: self.root(x),
+    2: lambda self, x, y: self.root(x, y),
+    3: lambda self, x, y, z: self.root(x, y, z),
+    4: lambda self, x, y, z, w: self.root(x, y, z, w),
+}
 
 
 @dataclass(frozen=True)
@@ -85,7 +98,15 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
                          hint="pass the model object itself")
     tracer = _LocatingTracer()
     wrapped = tracer.is_leaf_module(model, "")
-    root = _LeafRoot(model) if wrapped else model
+    if wrapped:
+        forward = _LEAF_FORWARDS.get(n_inputs)
+        if forward is None:
+            raise TraceError("input-count", f"a leaf module given as the model takes at most "
+                                            f"{max(_LEAF_FORWARDS)} inputs here, not {n_inputs}",
+                             hint="wrap it in a module whose forward() names its arguments")
+        root = type(_LeafRoot.__name__, (_LeafRoot,), {"forward": forward})(model)
+    else:
+        root = model
     try:
         graph = tracer.trace(root)
     except Exception as exc:  # FX raises many types; the user needs one, with the cause

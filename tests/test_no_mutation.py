@@ -1,0 +1,103 @@
+"""No NCET call changes the user's model: parameters, buffers, flags, hooks, RNG state."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ncet
+from ncet.examples import load_example
+
+
+class Mutator(nn.Module):
+    """Every kind of node that could write to the model if it were run carelessly."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)  # training mode: would update running statistics
+        self.drop = nn.Dropout(0.5)  # training mode: would draw from the global RNG
+        self.relu = nn.ReLU(inplace=True)
+        self.register_buffer("buf", torch.ones(4))
+        self.weight = nn.Parameter(torch.full((4, 4), 0.5))
+
+    def forward(self, x):
+        y = self.relu(self.drop(self.bn(x)))
+        self.buf.add_(1.0)  # in-place on a buffer
+        torch.add(y, 1.0, out=self.buf)  # out= into a buffer
+        y = F.linear(y, self.weight.mul_(2.0))  # in-place on a parameter
+        return F.dropout(y) + self.buf
+
+
+def snapshot(model: nn.Module) -> dict:
+    return {
+        "state": {k: (v.dtype, v.detach().clone()) for k, v in model.state_dict().items()},
+        "training": [(n, m.training) for n, m in model.named_modules()],
+        "requires_grad": [(n, p.requires_grad) for n, p in model.named_parameters()],
+        "hooks": [(n, dict(m._forward_hooks), dict(m._forward_pre_hooks))
+                  for n, m in model.named_modules()],
+        "rng": torch.random.get_rng_state(),
+        "grad_enabled": torch.is_grad_enabled(),
+    }
+
+
+def bits(tensor: torch.Tensor) -> torch.Tensor:
+    """The raw bytes of a tensor, so -0.0 and NaN payloads count as changes too."""
+    flat = tensor.detach().reshape(-1)
+    return flat.view(torch.uint8) if flat.dtype.is_floating_point else flat
+
+
+def assert_same(before: dict, after: dict) -> None:
+    assert before["state"].keys() == after["state"].keys()
+    for key, (dtype, value) in before["state"].items():
+        dtype_after, value_after = after["state"][key]
+        assert dtype == dtype_after, key
+        assert torch.equal(bits(value), bits(value_after)), f"{key} changed"
+    for field in ("training", "requires_grad", "hooks", "grad_enabled"):
+        assert before[field] == after[field], field
+    assert torch.equal(before["rng"], after["rng"]), "the global RNG state changed"
+
+
+def run_everything(model, shapes):
+    report = ncet.diagnose(model, *shapes)
+    try:
+        ir = ncet.convert(model, *shapes)
+    except ncet.ConversionError:
+        return report
+    x = [torch.randn(3, *s, generator=torch.Generator().manual_seed(1)) for s in shapes]
+    ncet.evaluate(ir, *x)
+    return report
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet", "residual_cnn", "training_mode_cnn",
+                                  "many_problems", "sigmoid_mlp"])
+def test_examples_untouched(name):
+    model, shapes = load_example(name)
+    for module in model.modules():
+        module.register_forward_hook(lambda *args: None)
+    before = snapshot(model)
+    run_everything(model, shapes)
+    assert_same(before, snapshot(model))
+
+
+def test_model_that_would_write_to_itself_is_untouched():
+    model = Mutator().train()
+    before = snapshot(model)
+    report = run_everything(model, [(4,)])
+    assert not report.ok
+    assert {"batch-norm-training", "dropout-training", "inplace", "out-argument"} <= {
+        r.code for r in report.errors}
+    assert_same(before, snapshot(model))
+
+
+def test_constants_are_copies():
+    model, shapes = load_example("mlp")
+    ir = ncet.convert(model, *shapes)
+    weight = model.layers[0].weight
+    lifted = ir.constants["layers.0.weight"]
+    assert torch.equal(lifted, weight) and lifted.data_ptr() != weight.data_ptr()
+    assert not lifted.requires_grad
+    with torch.no_grad():
+        weight.add_(1.0)
+    assert not torch.equal(ir.constants["layers.0.weight"], weight)

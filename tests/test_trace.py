@@ -1,0 +1,105 @@
+"""Tracing: leaf roots, source lines, shape propagation failures, the report's rows."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ncet
+from ncet.examples import load_example
+
+
+def test_leaf_module_as_root_is_one_call():
+    model = nn.Linear(4, 3)
+    ir = ncet.convert(model, (4,))
+    (linear,) = [n for n in ir.nodes if n.op_type not in ("Input", "Output")]
+    assert linear.op_type == "Linear" and linear.source.fx_op == "call_module"
+    assert linear.source.module_path == "" and linear.source.module_type == "nn.Linear"
+    assert set(ir.constants) == {"weight", "bias"}
+    assert torch.equal(ir.constants["weight"], model.weight)
+
+
+def test_nodes_carry_the_models_source_line():
+    class M(nn.Module):
+        def forward(self, x):
+            return F.relu(x)  # the line FX records
+
+    ir = ncet.convert(M(), (3,))
+    line = M.forward.__code__.co_firstlineno + 1
+    assert ir.node("relu").source.location == f"test_trace.py:{line}"
+
+
+def test_shape_propagation_failure_is_a_conversion_error():
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(5, 2))
+    with pytest.raises(ncet.TraceError) as info:
+        ncet.convert(model, (4,))
+    assert info.value.code == "shape-propagation" and info.value.node == "_1"
+    assert "mat1 and mat2" in str(info.value)
+    report = ncet.diagnose(model, (4,))
+    assert [r.code for r in report.errors] == ["shape-propagation"]
+
+
+def test_nodes_after_a_failure_are_skipped_not_reported():
+    model = nn.Sequential(nn.Linear(4, 3), nn.Linear(5, 2), nn.ReLU(), nn.Linear(2, 2))
+    statuses = [r.status for r in ncet.diagnose(model, (4,)).rows]
+    assert statuses == ["mapped", "mapped", "boundary", "skipped", "skipped", "mapped"]
+
+
+def test_bad_input_shapes_are_a_value_error():
+    with pytest.raises(ValueError, match="per-sample"):
+        ncet.convert(nn.ReLU(), (3, -1))
+    with pytest.raises(ValueError, match="per-sample"):
+        ncet.convert(nn.ReLU())
+
+
+def test_multiple_inputs_and_outputs():
+    class M(nn.Module):
+        def forward(self, x, y):
+            s = x + y
+            return s, torch.relu(s - 1.0)
+
+    ir = ncet.convert(M(), (4,), (4,))
+    x, y = torch.randn(3, 4), torch.randn(3, 4)
+    out = ncet.evaluate(ir, x, y)
+    assert isinstance(out, tuple) and len(out) == 2
+    torch.testing.assert_close(out[1], torch.relu(x.double() + y.double() - 1.0))
+    assert ir.outputs == ("add", "relu")
+    assert [n.name for n in ir.inputs] == ["x", "y"]
+
+
+def test_evaluate_checks_its_inputs():
+    ir = ncet.convert(nn.Linear(4, 2), (4,))
+    with pytest.raises(ValueError, match="per-sample shape"):
+        ncet.evaluate(ir, torch.randn(3, 5))
+    with pytest.raises(ValueError, match="takes 1 input"):
+        ncet.evaluate(ir, torch.randn(3, 4), torch.randn(3, 4))
+
+
+def test_report_rows_and_dataframe():
+    model, shapes = load_example("many_problems")
+    report = ncet.diagnose(model, *shapes)
+    graph_nodes = [n.name for n in torch.fx.symbolic_trace(model).graph.nodes]
+    assert [r.fx_name for r in report.rows] == graph_nodes
+    frame = report.to_pandas()
+    assert list(frame["fx_name"]) == graph_nodes
+    assert {"fx_op", "spelling", "module_path", "module_type", "op_type", "status", "code",
+            "message", "hint", "shape", "location"} <= set(frame.columns)
+    for row in report.errors:
+        assert row.code and row.hint and row.location.startswith("examples.py:")
+        assert row.fx_name in row.message
+    assert "rejected: 7 problem(s)" in repr(report)
+    assert "<table>" in report._repr_html_()
+
+
+def test_graph_ir_views():
+    model, shapes = load_example("lenet")
+    ir = ncet.convert(model, *shapes)
+    frame = ir.to_pandas()
+    assert list(frame["name"]) == [n.name for n in ir.nodes]
+    text = repr(ir)
+    assert "conv1.weight" in text and "Conv2d(x;" in text
+    assert ir._repr_html_().count("<tr>") == len(ir.nodes) + 1
+    with pytest.raises(KeyError, match="no node"):
+        ir.node("nope")
