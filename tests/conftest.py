@@ -219,17 +219,24 @@ def as_tuple(value) -> tuple:
 
 
 def check_node_shapes(ir, model: nn.Module, inputs, dtype) -> None:
-    """Each IR node named after an FX node has that node's per-sample shape (FX ShapeProp)."""
-    traced = fx.symbolic_trace(model)
+    """Each IR node named after an FX node has that node's per-sample shape and dtype.
+
+    The reference is FX's ShapeProp on a copy of the model, run at the conversion dtype.
+    """
+    model = copy.deepcopy(model)
+    if fx.Tracer().is_leaf_module(model, ""):  # a bare nn.Linear etc.: trace it as one call
+        model = At("root", model)
+    traced = fx_trace(model)
     with torch.no_grad():
-        ShapeProp(traced).propagate(*inputs)
+        ShapeProp(traced).propagate(*[x.to(dtype) for x in inputs])
     metas = {n.name: n.meta.get("tensor_meta") for n in traced.graph.nodes}
     for node in ir.nodes[:-1]:
-        assert node.dtype == str(dtype).removeprefix("torch."), f"{node!r}: dtype"
         meta = metas.get(node.name)
         if isinstance(meta, TensorMetadata):
             assert tuple(node.shape) == tuple(meta.shape[1:]), (
                 f"{node!r}: FX per-sample shape is {tuple(meta.shape[1:])}")
+            assert node.dtype == str(meta.dtype).removeprefix("torch."), (
+                f"{node!r}: FX dtype is {meta.dtype}")
 
 
 def convert_and_compare(model: nn.Module, *shapes, dtype=torch.float32):
@@ -248,10 +255,10 @@ def convert_and_compare(model: nn.Module, *shapes, dtype=torch.float32):
     check_schema(ir)
 
     inputs = batched_inputs(*shapes)
+    check_node_shapes(ir, model, inputs, dtype)
     reference = copy.deepcopy(model).double()
     with torch.no_grad():
         want = reference(*inputs)
-    check_node_shapes(ir, reference, inputs, dtype)
     got = ncet.evaluate(ir, *inputs)
     assert isinstance(got, tuple) == isinstance(want, (tuple, list)), (type(got), type(want))
     got, want = as_tuple(got), as_tuple(want)
@@ -294,21 +301,37 @@ def param(*shape: int, seed: int = 0) -> nn.Parameter:
 # --- errors ----------------------------------------------------------------------------------
 
 
+class BufferProxyTracer(fx.Tracer):
+    """symbolic_trace, with buffers proxied like parameters.
+
+    Then `c - x` on a buffer `c` is recorded as `operator.sub(c, x)`, as the spec's
+    function table has it, rather than as the method call `c.sub(x)`.
+    """
+
+    proxy_buffer_attributes = True
+
+
+def fx_trace(model: nn.Module) -> fx.GraphModule:
+    """`model` traced by FX as the spec describes (see BufferProxyTracer)."""
+    tracer = BufferProxyTracer()
+    graph = tracer.trace(model)
+    return fx.GraphModule(tracer.root, graph)
+
+
 def fx_names(model: nn.Module) -> set[str]:
-    """The FX node names symbolic_trace gives `model` (to check expected names in tables)."""
-    return {n.name for n in fx.symbolic_trace(model).graph.nodes}
+    """The FX node names of `model` (to check expected names in tables)."""
+    return {n.name for n in fx_trace(model).graph.nodes}
 
 
 def fx_op_of(model: nn.Module) -> str:
     """The `node.op` of the single call node FX records for `model`."""
-    graph = fx.symbolic_trace(model).graph
-    (op,) = [n.op for n in graph.nodes if n.op.startswith("call_")]
+    (op,) = [n.op for n in fx_trace(model).graph.nodes if n.op.startswith("call_")]
     return op
 
 
 def fx_module_node(model: nn.Module, path: str) -> str:
     """The FX node name of the call to the submodule at `path`."""
-    graph = fx.symbolic_trace(model).graph
+    graph = fx_trace(model).graph
     (name,) = [n.name for n in graph.nodes if n.op == "call_module" and n.target == path]
     return name
 

@@ -104,7 +104,7 @@ REJECTIONS = [
     reject("x / y", lambda m, x, y: x / y, XY, S, "affine-tensor-tensor", "truediv"),
     reject("x.div(y)", lambda m, x, y: x.div(y), XY, S, "affine-tensor-tensor", "div"),
     reject("2 / x", lambda m, x: 2 / x, X, S, "affine-constant-over-tensor", "truediv"),
-    reject("buffer / x", lambda m, x: m.c / x, X, S, "affine-constant-over-tensor", "div",
+    reject("buffer / x", lambda m, x: m.c / x, X, S, "affine-constant-over-tensor", "truediv",
            c=C),
     reject("x / 0", lambda m, x: x / 0, X, S, "affine-zero-divisor", "truediv"),
     reject("x / -0.0", lambda m, x: x / -0.0, X, S, "affine-zero-divisor", "truediv"),

@@ -80,8 +80,7 @@ FUNCTION_ROWS = [
              affine("div", 0, 3.0)),
     spec_row("torch.true_divide(x, c)", lambda m, x: torch.true_divide(x, 3), X,
              "ElementwiseAffine", affine("div", 0, 3.0)),
-    # ElementwiseAffine with a fixed tensor reached through get_attr. FX records `buffer - x`
-    # as the method call c.sub(x) on the fixed tensor.
+    # ElementwiseAffine with a fixed tensor reached through get_attr.
     spec_row("x + buffer", lambda m, x: x + m.c, X, "ElementwiseAffine",
              affine("add", 0, constant="c", alpha=1), c=C),
     spec_row("buffer + x", lambda m, x: m.c + x, X, "ElementwiseAffine",
@@ -203,7 +202,7 @@ def test_function_row(build, shapes, op_type, attrs):
     node = only_op(ir)
     assert node.op_type == op_type
     assert_attrs(node, attrs)
-    assert node.source.fx_op == fx_op_of(model)
+    assert node.source.fx_op == fx_op_of(model) == "call_function"
     state = {**dict(model.named_parameters()), **dict(model.named_buffers())}
     for key in ("weight", "bias", "constant"):
         name = node.attrs.get(key)

@@ -47,6 +47,12 @@ MODULE_ROWS = [
      (2, 3, 3), "BatchNorm", {"eps": 1e-3}),
     ("nn.AdaptiveAvgPool2d", lambda: nn.AdaptiveAvgPool2d((2, 3)), "adaptive_pool", (3, 4, 6),
      "AdaptiveAvgPool2d", {"output_size": [2, 3]}),
+    ("nn.AdaptiveAvgPool2d(uneven)", lambda: nn.AdaptiveAvgPool2d(3), "adaptive_pool",
+     (2, 5, 7), "AdaptiveAvgPool2d", {"output_size": [3, 3]}),
+    ("nn.Linear(rank 3)", lambda: nn.Linear(4, 3), "block.linear", (2, 5, 4), "Linear", {}),
+    ("nn.Conv2d(padding_mode=reflect)",
+     lambda: nn.Conv2d(2, 3, 3, padding=1, padding_mode="reflect"), "features.conv",
+     (2, 5, 5), "Conv2d", {"padding_mode": "reflect"}),
     ("nn.AvgPool2d", lambda: nn.AvgPool2d(2), "avg_pool", (2, 4, 4), "AvgPool2d",
      {"kernel_size": [2, 2], "stride": [2, 2], "padding": [0, 0]}),
     ("nn.AvgPool2d(pad)", lambda: nn.AvgPool2d(3, 1, 1, count_include_pad=False), "avg_pool",
@@ -87,6 +93,16 @@ def test_module_row(factory, path, shape, op_type, attrs):
     assert node.source.module_path == path
     assert type(module).__name__ in node.source.module_type
     assert node.name == fx_module_node(model, path)
+
+
+@pytest.mark.parametrize(("factory", "path", "shape", "op_type", "attrs"),
+                         [row[1:] for row in MODULE_ROWS], ids=[row[0] for row in MODULE_ROWS])
+def test_module_as_the_model(factory, path, shape, op_type, attrs):
+    """The module passed to convert() directly, as `symbolic_trace(module)` would accept it."""
+    module = reseed(factory()).eval()
+    node = only_op(convert_and_compare(module, shape))
+    assert node.op_type == op_type
+    assert type(module).__name__ in node.source.module_type
 
 
 @pytest.mark.parametrize("cls", [nn.BatchNorm1d, nn.BatchNorm2d], ids=lambda c: c.__name__)
@@ -151,6 +167,16 @@ REJECTED_MODULE_ROWS = [
      ncet.SupportBoundaryError, "leaky-relu-slope", False),
     ("nn.Flatten(0)", lambda: nn.Flatten(0), (2, 3),
      ncet.SupportBoundaryError, "batch-axis", False),
+    # Image layers on a per-sample rank-2 input: eager PyTorch would read the batch axis as
+    # the channel axis of one unbatched image.
+    ("nn.Conv2d(rank 3 batched)", lambda: nn.Conv2d(2, 3, 3), (2, 5),
+     ncet.SupportBoundaryError, "rank", False),
+    ("nn.MaxPool2d(rank 3 batched)", lambda: nn.MaxPool2d(2), (4, 4),
+     ncet.SupportBoundaryError, "rank", False),
+    ("nn.AvgPool2d(rank 3 batched)", lambda: nn.AvgPool2d(2), (4, 4),
+     ncet.SupportBoundaryError, "rank", False),
+    ("nn.AdaptiveAvgPool2d(rank 3 batched)", lambda: nn.AdaptiveAvgPool2d(2), (4, 4),
+     ncet.SupportBoundaryError, "rank", False),
     ("nn.Sigmoid", lambda: nn.Sigmoid(), (3, 4),
      ncet.UnsupportedOperatorError, "unsupported-module", False),
     ("nn.Conv1d", lambda: nn.Conv1d(2, 3, 3), (2, 5),
