@@ -10,11 +10,12 @@ from .errors import (
     UnsupportedOperatorError,
 )
 from .evaluate import evaluate
+from .io import load, save
 from .ir import GraphIR, IRNode, Source
 from .report import ConversionReport, Row
 
 __all__ = [
     "ConversionError", "ConversionReport", "GraphIR", "GraphIRFormatError", "IRNode",
     "NCETError", "Row", "Source", "SupportBoundaryError", "TraceError",
-    "UnsupportedOperatorError", "convert", "diagnose", "evaluate",
+    "UnsupportedOperatorError", "convert", "diagnose", "evaluate", "load", "save",
 ]

@@ -22,6 +22,9 @@ BATCH_SIZES = (2, 3)
 _ROOT_ATTR = "root"
 
 
+_TRACE_CODE = torch.fx.Tracer.trace.__code__
+
+
 class _LocatingTracer(torch.fx.Tracer):
     """A Tracer that records the user's file:line of every node in `node.meta["location"]`.
 
@@ -35,14 +38,14 @@ class _LocatingTracer(torch.fx.Tracer):
     def create_node(self, *args, **kwargs):
         node = super().create_node(*args, **kwargs)
         frame = sys._getframe(1)
-        while frame is not None:
+        while frame is not None and frame.f_code is not _TRACE_CODE:
             filename = frame.f_code.co_filename
             if not filename.startswith((_TORCH_DIR, *_NCET_MACHINERY)) \
                     and "<eval_with" not in filename:
                 node.meta["location"] = f"{os.path.basename(filename)}:{frame.f_lineno}"
                 break
             frame = frame.f_back
-        return node
+        return node  # no user frame below Tracer.trace (e.g. nn.Sequential): no location
 
 
 class _LeafRoot(nn.Module):

@@ -67,3 +67,20 @@ def test_examples_leave_the_global_rng_alone():
 def test_unknown_example_names_the_choices():
     with pytest.raises(KeyError, match="residual_cnn"):
         load_example("resnet50")
+
+
+def _convert_here(model, shapes):
+    return ncet.convert(model, *shapes)
+
+
+@pytest.mark.parametrize("name", CONVERTING)
+def test_saved_files_are_byte_identical_and_evaluate_identically(name, tmp_path):
+    model, shapes = load_example(name)
+    first, second = ncet.convert(model, *shapes), _convert_here(model, shapes)  # two call sites
+    ncet.save(first, tmp_path / "a.ncet")
+    ncet.save(second, tmp_path / "b.ncet")
+    assert (tmp_path / "a.ncet").read_bytes() == (tmp_path / "b.ncet").read_bytes()
+    loaded = ncet.load(tmp_path / "a.ncet")
+    assert loaded.nodes == first.nodes
+    inputs = [torch.randn((4, *s), generator=torch.Generator().manual_seed(3)) for s in shapes]
+    assert torch.equal(ncet.evaluate(loaded, *inputs), ncet.evaluate(first, *inputs))
