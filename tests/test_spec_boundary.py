@@ -25,6 +25,7 @@ from tests.conftest import (
     codes,
     convert_and_compare,
     fx_names,
+    ir_signature,
     only_op,
     param,
     reseed,
@@ -63,6 +64,9 @@ REJECTIONS = [
     reject("x.relu_()", lambda m, x: x.relu_(), X, U, "inplace", "relu_"),
     reject("x.add_(y)", lambda m, x, y: x.add_(y), XY, U, "inplace", "add_"),
     reject("x.mul_(2)", lambda m, x: x.mul_(2), X, U, "inplace", "mul_"),
+    reject("torch.relu_(x)", lambda m, x: torch.relu_(x), X, U, "inplace", "relu_"),
+    reject("F.relu_(x)", lambda m, x: F.relu_(x), X, U, "inplace", "relu_"),
+    reject("buffer.add_(1)", lambda m, x: x + m.c.add_(1), X, U, "inplace", "add_", c=C),
     reject("F.relu(x, inplace=True)", lambda m, x: F.relu(x, inplace=True), X, U, "inplace",
            "relu"),
     reject("F.leaky_relu(x, 0.1, inplace=True)",
@@ -117,6 +121,8 @@ REJECTIONS = [
            S, "affine-rounding-mode", "div"),
     reject("torch.mul(x, 2, out=buffer)", lambda m, x: torch.mul(x, 2, out=m.out), X, S,
            "out-argument", "mul", out=torch.zeros(5, 3, 4)),
+    reject("torch.add(x, 1, out=buffer)", lambda m, x: torch.add(x, 1, out=m.out), X, S,
+           "out-argument", "add", out=torch.zeros(5, 3, 4)),
     reject("x * inf", lambda m, x: x * float("inf"), X, S, "constant-not-finite", "mul"),
     reject("x + nan", lambda m, x: x + float("nan"), X, S, "constant-not-finite", "add"),
     reject("x * buffer with inf", lambda m, x: x * m.c, X, S, "constant-not-finite", "mul",
@@ -205,15 +211,36 @@ def test_diagnose_reports_every_problem():
     assert not report.ok and report.graph is None
 
 
-def test_diagnose_accepts_a_good_model():
-    model = reseed(nn.Sequential(nn.Linear(4, 3), nn.ReLU())).eval()
-    report = ncet.diagnose(model, (4,))
+GOOD_MODELS = [
+    pytest.param(lambda: reseed(nn.Sequential(nn.Linear(4, 3), nn.ReLU())), [(4,)],
+                 id="nn.Sequential(nn.Linear, nn.ReLU)"),
+    pytest.param(lambda: Fn(lambda m, x: (x + m.b).relu() / 2, b=seeded(4)), [(4,)],
+                 id="(x + buffer).relu() / 2"),
+    pytest.param(lambda: Fn2(lambda m, x, y: torch.cat((x[:, 1:], y), 1)), [(3, 2), (1, 2)],
+                 id="torch.cat((x[:, 1:], y), 1)"),
+]
+
+
+@pytest.mark.parametrize(("build", "shapes"), GOOD_MODELS)
+def test_diagnose_accepts_a_good_model(build, shapes):
+    """One row per FX node; every IR node's row agrees with it; the graph is convert's."""
+    model = build().eval()
+    report = ncet.diagnose(model, *shapes)
     assert report.ok and not report.errors
+    ir = ncet.convert(model, *shapes)
+    assert ir_signature(report.graph) == ir_signature(ir)
+    assert sorted(r.fx_name for r in report.rows) == sorted(fx_names(model))
     assert {r.status for r in report.rows} <= {"mapped", "lifted", "skipped"}
-    assert [n.op_type for n in report.graph.nodes] == ["Input", "Linear", "ReLU", "Output"]
+    rows = {r.fx_name: r for r in report.rows}
+    for node in ir.nodes:
+        row = rows[node.name]
+        assert (row.op_type, row.status, row.code) == (node.op_type, "mapped", None)
+        assert row.shape == node.shape
+    assert all(r.status == "lifted" for r in report.rows if r.fx_op == "get_attr")
     frame = report.to_pandas()
     assert len(frame) == len(report.rows)
-    assert {"fx_name", "op_type", "status", "code"} <= set(frame.columns)
+    assert {"fx_name", "fx_op", "spelling", "op_type", "status", "code", "shape"} <= set(
+        frame.columns)
 
 
 # Recognised spellings whose parameters normalize to another operator.
@@ -279,6 +306,19 @@ def test_constants_are_detached_bit_identical_copies():
         model.block.linear.bias.zero_()
     for name, before in lifted.items():
         assert torch.equal(ir.constants[name], before), f"{name} follows the model"
+
+
+def test_constants_are_deduplicated_by_identity():
+    """A buffer used twice, and a weight tied between two layers, are each lifted once."""
+    ir = convert_and_compare(Fn(lambda m, x: x * m.c + m.c, c=C.clone()).eval(), *X)
+    assert list(ir.constants) == ["c"]
+    first, second = nn.Linear(3, 3), nn.Linear(3, 3)
+    second.weight = first.weight
+    ir = convert_and_compare(reseed(nn.Sequential(first, second)).eval(), (3,))
+    linears = [n for n in ir.nodes if n.op_type == "Linear"]
+    assert linears[0].attrs["weight"] == linears[1].attrs["weight"]
+    assert linears[0].attrs["bias"] != linears[1].attrs["bias"]
+    assert len(ir.constants) == 3
 
 
 def test_float64_model_keeps_float64_constants():

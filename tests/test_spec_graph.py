@@ -6,6 +6,7 @@ exception; `diagnose` reports them without raising.
 
 from __future__ import annotations
 
+import copy
 import inspect
 
 import pytest
@@ -13,7 +14,14 @@ import torch
 from torch import nn
 
 import ncet
-from tests.conftest import Fn, Fn2, convert_and_compare, op_nodes
+from tests.conftest import (
+    Fn,
+    Fn2,
+    batched_inputs,
+    convert_and_compare,
+    op_nodes,
+    reseed,
+)
 
 
 class Three(nn.Module):
@@ -105,3 +113,28 @@ def test_diagnose_reports_trace_error(model, shapes, code):
     report = ncet.diagnose(model.eval(), *shapes)
     assert not report.ok and report.graph is None
     assert code in {r.code for r in report.errors}
+
+
+class Mixed(nn.Module):
+    """A little of everything: conv, pooling, a skip connection, indexing, mean and concat."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 2, 3, padding=1)
+        self.pool = nn.MaxPool2d(2)
+        self.linear = nn.Linear(2, 3)
+
+    def forward(self, x):
+        h = (self.conv(x) + x).relu()
+        h = self.pool(h).mean((2, 3))
+        return torch.cat((self.linear(h), h[:, :1] * 2), 1)
+
+
+@pytest.mark.parametrize("batch", [1, 2, 7])
+def test_evaluate_takes_any_batch_size(batch):
+    model = reseed(Mixed()).eval()
+    ir = convert_and_compare(model, (2, 4, 4))
+    (x,) = batched_inputs((2, 4, 4), seed=batch, batch=batch)
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(x)
+    torch.testing.assert_close(ncet.evaluate(ir, x), want, rtol=1e-12, atol=1e-12)

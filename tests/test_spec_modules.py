@@ -147,6 +147,8 @@ REJECTED_MODULE_ROWS = [
      ncet.UnsupportedOperatorError, "inplace", False),
     ("nn.LeakyReLU(inplace=True)", lambda: nn.LeakyReLU(0.1, inplace=True), (3, 4),
      ncet.UnsupportedOperatorError, "inplace", False),
+    ("nn.Dropout(inplace=True)", lambda: nn.Dropout(0.5, inplace=True), (3, 4),
+     ncet.UnsupportedOperatorError, "inplace", False),
     ("nn.BatchNorm1d(train)", lambda: bn(nn.BatchNorm1d, 4), (4,),
      ncet.SupportBoundaryError, "batch-norm-training", True),
     ("nn.BatchNorm2d(train)", lambda: bn(nn.BatchNorm2d, 2), (2, 3, 3),
