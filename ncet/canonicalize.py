@@ -24,7 +24,7 @@ from .spellings import (
     REJECTED_FUNCTIONS,
     UNSUPPORTED_HINTS,
 )
-from .trace import BATCH_SIZES, Traced, make_example_inputs, trace_model
+from .trace import BATCH_SIZES, Traced, call_node, make_example_inputs, trace_model
 
 _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
 
@@ -255,14 +255,7 @@ class _Walk:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # the model's own warnings, once per batch size
                 for env in self.envs:
-                    args = torch.fx.node.map_arg(node.args, env.__getitem__)
-                    kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
-                    if node.op == "call_module":
-                        result = module(*args, **kwargs)
-                    elif node.op == "call_method":
-                        result = getattr(args[0], node.target)(*args[1:], **kwargs)
-                    else:
-                        result = node.target(*args, **kwargs)
+                    result = call_node(node, env, module)
                     env[node] = result
                     results.append(result)
         except Exception as exc:  # any failure of the user's code on the example inputs

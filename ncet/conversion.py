@@ -12,9 +12,8 @@ from .report import ConversionReport
 
 
 def _check_shapes(input_shapes) -> tuple[tuple[int, ...], ...]:
-    if not input_shapes:
-        raise ValueError("give one per-sample input shape per forward() argument, "
-                         "e.g. convert(model, (3, 32, 32))")
+    """Validate the shapes themselves; their number is checked against forward() by tracing
+    (TraceError "input-count")."""
     checked = []
     for shape in input_shapes:
         if isinstance(shape, int):

@@ -132,6 +132,18 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
     return Traced(graph_module, wrapped)
 
 
+def call_node(node: torch.fx.Node, env: dict, module: nn.Module | None = None):
+    """Run one call_* FX node on the values in `env` (keyed by FX node); `module` is the
+    submodule to call for call_module (the caller may pass a copy)."""
+    args = torch.fx.node.map_arg(node.args, env.__getitem__)
+    kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
+    if node.op == "call_module":
+        return module(*args, **kwargs)
+    if node.op == "call_method":
+        return getattr(args[0], node.target)(*args[1:], **kwargs)
+    return node.target(*args, **kwargs)
+
+
 def make_example_inputs(shapes, dtype: torch.dtype, batch: int, seed: int) -> list[torch.Tensor]:
     """Seeded batched example inputs, drawn without touching the global RNG."""
     generator = torch.Generator().manual_seed(seed)

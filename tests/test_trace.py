@@ -50,7 +50,7 @@ def test_nodes_after_a_failure_are_skipped_not_reported():
 def test_bad_input_shapes_are_a_value_error():
     with pytest.raises(ValueError, match="per-sample"):
         ncet.convert(nn.ReLU(), (3, -1))
-    with pytest.raises(ValueError, match="per-sample"):
+    with pytest.raises(ncet.TraceError, match="input-count"):
         ncet.convert(nn.ReLU())
 
 
