@@ -10,12 +10,15 @@ from .errors import (
     UnsupportedOperatorError,
 )
 from .evaluate import evaluate
+from .exactness import check_exactness
+from .exactness_report import ExactnessEntry, ExactnessReport
 from .io import load, save
 from .ir import GraphIR, IRNode, Source
 from .report import ConversionReport, Row
 
 __all__ = [
-    "ConversionError", "ConversionReport", "GraphIR", "GraphIRFormatError", "IRNode",
-    "NCETError", "Row", "Source", "SupportBoundaryError", "TraceError",
-    "UnsupportedOperatorError", "convert", "diagnose", "evaluate", "load", "save",
+    "ConversionError", "ConversionReport", "ExactnessEntry", "ExactnessReport", "GraphIR",
+    "GraphIRFormatError", "IRNode", "NCETError", "Row", "Source", "SupportBoundaryError",
+    "TraceError", "UnsupportedOperatorError", "check_exactness", "convert", "diagnose",
+    "evaluate", "load", "save",
 ]

@@ -303,3 +303,56 @@ def constant_magnitude(node: IRNode, abs_consts: dict[str, torch.Tensor]) -> flo
         smallest = float(k.min()) if isinstance(k, torch.Tensor) else k
         largest = max(largest, 1.0 / smallest)
     return largest
+
+
+def local_bound(node: IRNode, inputs: list[torch.Tensor], consts: dict[str, torch.Tensor],
+                dtype: torch.dtype, arithmetic: ArithmeticModel | None = None) -> torch.Tensor:
+    """Certified bound on |fl(f(x)) - f(x)| for one node computed in `dtype` on `inputs`.
+
+    Args:
+        node: The IR node.
+        inputs: Its input values (batched; any float dtype, read exactly).
+        consts: The IR's constants (any float dtype, read exactly).
+        dtype: The precision the node is computed in.
+        arithmetic: The arithmetic model (flags); read from PyTorch when None.
+    """
+    rule = BOUND_RULES[node.op_type]
+    xs = [x.to(torch.float64).abs() for x in inputs]
+    if rule.magnitude is None:
+        return torch.zeros_like(EVALUATORS[node.op_type](node, xs, _f64(consts)))
+    abs_consts = {k: v.abs() for k, v in _f64(consts).items()}
+    arithmetic = arithmetic or read_arithmetic_model()
+    u = arithmetic.unit_roundoff(dtype, node.op_type)
+    k = rule.roundings(node, [tuple(x.shape[1:]) for x in xs], abs_consts)
+    underflow = k * SMALLEST_NORMAL[dtype] * (1 + constant_magnitude(node, abs_consts))
+    return (gamma(k, u) * rule.magnitude(node, xs, abs_consts) + underflow) * SAFETY
+
+
+def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+    """The float64 reference value of every node with a certified radius around the exact
+    real value: |value - [[G]](x)| <= radius elementwise (inputs taken as exact).
+
+    Returns:
+        node name -> (value, radius), for the Input nodes and every operator node.
+    """
+    consts = _f64(ir.constants)
+    abs_consts = {k: v.abs() for k, v in consts.items()}
+    arithmetic = read_arithmetic_model()
+    out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
+    for node, x in zip(ir.inputs, inputs):
+        out[node.name] = (x.to(torch.float64), torch.zeros((), dtype=torch.float64))
+    for node in ir.nodes:
+        if node.op_type in ("Input", "Output"):
+            continue
+        values = [out[i][0] for i in node.inputs]
+        radii = [out[i][1].expand_as(out[i][0]) for i in node.inputs]
+        value = EVALUATORS[node.op_type](node, values, consts)
+        # The rounding is bounded on |inputs|; the error carried from the inputs is added.
+        radius = local_bound(node, values, ir.constants, torch.float64, arithmetic) \
+            + BOUND_RULES[node.op_type].carry(node, radii, abs_consts) * SAFETY
+        out[node.name] = (value, radius)
+    return out
+
+
+def _f64(consts) -> dict[str, torch.Tensor]:
+    return {k: v.to(torch.float64) for k, v in consts.items()}

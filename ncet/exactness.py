@@ -1,0 +1,283 @@
+"""check_exactness: PyTorch's value at every node held to the certified bound, node-local and
+end to end, with the first violation in topological order."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Sequence
+
+import torch
+import torch.fx
+from torch import nn
+
+from .bounds import (
+    BOUND_RULES,
+    SAFETY,
+    SMALLEST_NORMAL,
+    UNIT_ROUNDOFF,
+    ArithmeticModel,
+    constant_magnitude,
+    gamma,
+    read_arithmetic_model,
+)
+from .conversion import convert
+from .evaluate import EVALUATORS
+from .exactness_report import ExactnessEntry, ExactnessReport, NodeStats, OutputEntry
+from .ir import GraphIR, IRNode
+from .trace import call_node, trace_model
+
+DEFAULT_SCALES = (1e-6, 1.0, 1e4)
+"""Input magnitudes of the generated inputs: tiny, unit and large."""
+
+_F64 = torch.float64
+
+
+def generate_inputs(ir: GraphIR, samples_per_scale: int = 32, seed: int = 0,
+                    scales: Sequence[float] = DEFAULT_SCALES) -> tuple[list[torch.Tensor], str]:
+    """Seeded test inputs at several scales and signs; returns them and a description.
+
+    Per scale: normal samples, one all-positive and one all-negative sample, one with zeros.
+    """
+    generator = torch.Generator().manual_seed(seed)
+    batches: list[list[torch.Tensor]] = [[] for _ in ir.inputs]
+    for scale in scales:
+        for i, node in enumerate(ir.inputs):
+            x = torch.randn((samples_per_scale, *node.shape), generator=generator, dtype=_F64)
+            if samples_per_scale >= 3:
+                x[0] = x[0].abs()
+                x[1] = -x[1].abs()
+                x[2] = torch.where(x[2] > 0, x[2], torch.zeros_like(x[2]))
+            batches[i].append((x * scale).to(getattr(torch, node.dtype)))
+    inputs = [torch.cat(b) for b in batches]
+    text = (f"{len(scales) * samples_per_scale} generated samples (seed {seed}): "
+            f"{samples_per_scale} per scale in {list(scales)}, normal with one positive, one "
+            "negative and one half-zero sample per scale")
+    return inputs, text
+
+
+def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.Tensor,
+                    samples_per_scale: int = 32, seed: int = 0, chunk_size: int = 64,
+                    local: bool = True, end_to_end: bool = True,
+                    progress: bool | Callable[[int, int], None] = False) -> ExactnessReport:
+    """Check, for every node and every element, that PyTorch agrees with GraphIR within the
+    certified floating-point bound.
+
+    Node-local: each IR node re-evaluated in float64 on PyTorch's own values of its inputs,
+    held to that single op's rounding bound; a translation fault shows at its node.
+    End to end: the float64 reference graph run from the inputs with error radii carried
+    through the graph; |torch - reference| <= B(u_torch) + B(u_ref) at every node, and the
+    model's own eager outputs are held to the same bound.
+
+    Args:
+        model: The model the IR was converted from; it is run, never modified.
+        ir: Its GraphIR; converted from `model` when None (then `inputs` are required, or
+            give the IR).
+        *inputs: Batched inputs; generated when omitted (several scales and signs, seeded).
+        samples_per_scale: Generated samples per scale.
+        seed: Seed of the generated inputs.
+        chunk_size: Samples held in memory at once.
+        local: Run the node-local check.
+        end_to_end: Run the end-to-end check.
+        progress: True to print progress to stderr, or a callback(done, total).
+
+    Returns:
+        An ExactnessReport (`.ok`, `.first_violation`, `.to_pandas()`).
+
+    Raises:
+        ValueError: Neither an IR nor inputs were given, or the IR does not match the model.
+
+    Example:
+        >>> report = ncet.check_exactness(model, ir)
+        >>> report.ok, report.first_violation
+    """
+    if isinstance(ir, torch.Tensor):
+        ir, inputs = None, (ir, *inputs)
+    if ir is None:
+        if not inputs:
+            raise ValueError("give the GraphIR or example inputs, e.g. "
+                             "check_exactness(model, ncet.convert(model, (4,)))")
+        ir = convert(model, *(tuple(x.shape[1:]) for x in inputs), dtype=inputs[0].dtype)
+    if inputs:
+        described = f"{inputs[0].shape[0]} given samples"
+    else:
+        inputs, described = generate_inputs(ir, samples_per_scale, seed)
+    traced = trace_model(model, len(ir.inputs))
+    checker = _Checker(model, traced.graph_module, ir, read_arithmetic_model(), local, end_to_end)
+    total = inputs[0].shape[0]
+    starts = range(0, total, chunk_size)
+    for done, start in enumerate(starts, 1):
+        checker.run([x[start:start + chunk_size] for x in inputs])
+        _report_progress(progress, done, len(starts))
+    return checker.report(described, total)
+
+
+def _report_progress(progress, done: int, total: int) -> None:
+    if callable(progress):
+        progress(done, total)
+    elif progress:
+        print(f"\rcheck_exactness: chunk {done}/{total}", end="\n" if done == total else "",
+              file=sys.stderr, flush=True)
+
+
+class _Checker:
+    """Walks the traced graph chunk by chunk, freeing every value after its last use."""
+
+    def __init__(self, model: nn.Module, gm: torch.fx.GraphModule, ir: GraphIR,
+                 arithmetic: ArithmeticModel, local: bool, end_to_end: bool):
+        self.model, self.gm, self.ir, self.arithmetic = model, gm, ir, arithmetic
+        self.local, self.end_to_end = local, end_to_end
+        self.consts = {k: v.to(_F64) for k, v in ir.constants.items()}
+        self.abs_consts = {k: v.abs() for k, v in self.consts.items()}
+        self.nodes = list(gm.graph.nodes)
+        self.fx_by_name = {n.name: n for n in self.nodes}
+        self.ir_nodes = {n.name: n for n in ir.nodes if n.op_type not in ("Input", "Output")}
+        missing = [n.name for n in self.nodes if n.op.startswith("call_")
+                   and n.name not in self.ir_nodes]
+        if missing:
+            raise ValueError(f"the GraphIR does not match the model: no IR node for FX node(s) "
+                             f"{', '.join(missing[:5])}")
+        self.stats = {name: NodeStats() for name in self.ir_nodes}
+        self.outputs = [NodeStats() for _ in ir.outputs]
+        self.traced_differs = False
+        self.last_use = self._last_uses()
+        self.eta = {d: SMALLEST_NORMAL[d] for d in SMALLEST_NORMAL}
+        self.max_constant = {name: constant_magnitude(n, self.abs_consts)
+                             for name, n in self.ir_nodes.items()}
+
+    def _last_uses(self) -> dict[int, list[str]]:
+        last: dict[str, int] = {}
+        for i, node in enumerate(self.nodes):
+            for used in node.all_input_nodes:
+                last[used.name] = i
+        release: dict[int, list[str]] = {}
+        for name, i in last.items():
+            release.setdefault(i, []).append(name)
+        return release
+
+    # --- one chunk ------------------------------------------------------------------
+    def run(self, chunk: list[torch.Tensor]) -> None:
+        fx_env: dict[torch.fx.Node, torch.Tensor] = {}
+        ref: dict[str, torch.Tensor | None] = {}
+        radius: dict[str, torch.Tensor | None] = {}
+        placeholder = 0
+        with torch.no_grad():
+            for i, node in enumerate(self.nodes):
+                if node.op == "placeholder":
+                    x = chunk[placeholder]
+                    placeholder += 1
+                    fx_env[node] = x
+                    ref[node.name] = x.to(_F64)
+                    radius[node.name] = torch.zeros((), dtype=_F64)
+                elif node.op == "get_attr":
+                    fx_env[node] = self._attr(node)
+                elif node.op == "output":
+                    self._check_outputs(chunk, fx_env, ref, radius)
+                else:
+                    module = self.gm.get_submodule(node.target) \
+                        if node.op == "call_module" else None
+                    fx_env[node] = call_node(node, fx_env, module)
+                    self._check_node(self.ir_nodes[node.name], fx_env, ref, radius)
+                for name in self.last_use.get(i, ()):
+                    ref.pop(name, None)
+                    radius.pop(name, None)
+                for name in self.last_use.get(i, ()):
+                    fx_env.pop(self.fx_by_name[name], None)
+
+    def _attr(self, node: torch.fx.Node) -> torch.Tensor:
+        value = self.gm
+        for part in str(node.target).split("."):
+            value = getattr(value, part)
+        return value
+
+    def _check_node(self, node: IRNode, fx_env, ref, radius) -> None:
+        torch_value = fx_env[self.fx_by_name[node.name]]
+        stats = self.stats[node.name]
+        if not isinstance(torch_value, torch.Tensor):
+            stats.note("PyTorch's value is not a tensor")
+            ref[node.name] = radius[node.name] = None
+            return
+        ins = [fx_env[self.fx_by_name[name]].to(_F64) for name in node.inputs]
+        rule = BOUND_RULES[node.op_type]
+        dtype = getattr(torch, node.dtype)
+        u_torch = self.arithmetic.unit_roundoff(dtype, node.op_type)
+        u_ref = UNIT_ROUNDOFF[_F64]
+        shapes = [tuple(x.shape[1:]) for x in ins]
+        k = rule.roundings(node, shapes, self.consts)
+        magnitude = rule.magnitude(node, [x.abs() for x in ins], self.abs_consts) \
+            if rule.magnitude is not None else None
+        underflow = k * (self.eta[dtype] + self.eta[_F64]) * (1.0 + self.max_constant[node.name])
+        t = torch_value.to(_F64)
+        if self.local:
+            self._local(node, stats, t, ins, magnitude, k, u_torch, u_ref, underflow)
+        if self.end_to_end:
+            self._end_to_end(node, stats, t, ref, radius, magnitude, k, u_torch, u_ref,
+                             underflow)
+
+    def _local(self, node, stats, t, ins, magnitude, k, u_torch, u_ref, underflow) -> None:
+        try:
+            expected = EVALUATORS[node.op_type](node, ins, self.consts)
+        except Exception as exc:  # a faulty IR may not even evaluate on these shapes
+            stats.note(f"node-local: the IR node fails on PyTorch's inputs: {exc}")
+            stats.local.violate()
+            return
+        if expected.shape != t.shape:
+            stats.note(f"node-local: shape {list(expected.shape[1:])} from the IR, "
+                       f"{list(t.shape[1:])} from PyTorch")
+            stats.local.violate()
+            return
+        bound = torch.zeros_like(t) if magnitude is None else \
+            (gamma(k, u_torch) + gamma(k, u_ref)) * magnitude + underflow
+        stats.local.update(t, expected, bound * SAFETY, t_dtype=getattr(torch, node.dtype))
+
+    def _end_to_end(self, node, stats, t, ref, radius, magnitude, k, u_torch, u_ref,
+                    underflow) -> None:
+        ins_ref = [ref.get(name) for name in node.inputs]
+        ins_radius = [radius.get(name) for name in node.inputs]
+        if any(v is None for v in ins_ref) or any(v is None for v in ins_radius):
+            ref[node.name] = radius[node.name] = None  # upstream already broken: not checked
+            return
+        rule = BOUND_RULES[node.op_type]
+        try:
+            value = EVALUATORS[node.op_type](node, ins_ref, self.consts)
+            carried = rule.carry(node, [r.expand_as(x) for r, x in zip(ins_radius, ins_ref)],
+                                 self.abs_consts)
+        except Exception as exc:
+            stats.note(f"end to end: the IR node fails on the reference inputs: {exc}")
+            stats.end_to_end.violate()
+            ref[node.name] = radius[node.name] = None
+            return
+        if value.shape != t.shape:
+            stats.end_to_end.violate()
+            ref[node.name] = radius[node.name] = None
+            return
+        # The reference's own rounding is bounded on |ref inputs| <= |torch inputs| + radius,
+        # so its magnitude is at most magnitude + carried (each rule's magnitude is linear).
+        total = carried.expand_as(value)
+        if magnitude is not None:
+            total = total + gamma(k, u_torch) * magnitude \
+                + gamma(k, u_ref) * (magnitude + carried) + underflow
+        total = total * SAFETY
+        stats.end_to_end.update(t, value, total, t_dtype=getattr(torch, node.dtype))
+        ref[node.name], radius[node.name] = value, total
+
+    def _check_outputs(self, chunk, fx_env, ref, radius) -> None:
+        with torch.random.fork_rng(devices=[]):
+            eager = self.model(*chunk)
+        eager = eager if isinstance(eager, (tuple, list)) else (eager,)
+        for i, name in enumerate(self.ir.outputs):
+            traced = fx_env[self.fx_by_name[name]]
+            if not torch.equal(traced, eager[i]):
+                self.traced_differs = True
+            if ref.get(name) is None or radius.get(name) is None:
+                continue
+            self.outputs[i].end_to_end.update(eager[i].to(_F64), ref[name], radius[name],
+                                              t_dtype=eager[i].dtype)
+
+    # --- result ---------------------------------------------------------------------
+    def report(self, described: str, samples: int) -> ExactnessReport:
+        entries = tuple(ExactnessEntry.from_stats(n, self.stats[n.name])
+                        for n in self.ir.nodes if n.name in self.stats)
+        outputs = tuple(OutputEntry.from_stats(name, stats)
+                        for name, stats in zip(self.ir.outputs, self.outputs))
+        return ExactnessReport(entries, outputs, self.arithmetic, described, samples,
+                               self.local, self.end_to_end, self.traced_differs)

@@ -1,0 +1,249 @@
+"""ExactnessReport: per node and per output, observed error against the certified bound."""
+
+from __future__ import annotations
+
+import html
+import math
+from dataclasses import dataclass, field, fields
+
+import torch
+
+from .bounds import ArithmeticModel
+from .ir import IRNode
+
+_SAMPLED_RATIOS = 256
+"""Ratios kept per node and chunk for the median (evenly spaced over the elements)."""
+
+
+@dataclass
+class CheckStats:
+    """Running maxima of one check (node-local or end to end) at one node."""
+
+    max_error: float = 0.0
+    max_rel_error: float = 0.0
+    ratio: float = 0.0
+    bound_at_worst: float = 0.0
+    error_at_worst: float = 0.0
+    ulps_at_worst: float = 0.0
+    violations: int = 0
+    elements: int = 0
+    ratios: list[torch.Tensor] = field(default_factory=list)
+
+    def violate(self) -> None:
+        """Record a violation that has no elementwise numbers (shape mismatch, failure)."""
+        self.ratio = math.inf
+        self.violations += 1
+
+    def update(self, torch_value: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor,
+               t_dtype: torch.dtype) -> None:
+        """Fold in one chunk: |torch_value - expected| against `bound`, elementwise."""
+        bound = bound.expand_as(expected)
+        same = torch_value == expected  # also equal infinities
+        error = torch.where(same, torch.zeros_like(expected), (torch_value - expected).abs())
+        error = torch.nan_to_num(error, nan=math.inf)
+        ratio = torch.where(bound > 0, error / bound,
+                            torch.where(error > 0, math.inf, 0.0))
+        ratio = torch.nan_to_num(ratio, nan=math.inf)
+        self.elements += ratio.numel()
+        if ratio.numel() == 0:
+            return
+        flat = ratio.reshape(-1)
+        worst = int(torch.argmax(flat))
+        self.violations += int((flat > 1).sum())
+        self.max_error = max(self.max_error, float(error.max()))
+        scale = expected.abs().clamp_min(torch.finfo(torch.float64).tiny)
+        self.max_rel_error = max(self.max_rel_error, float((error / scale).max()))
+        step = max(1, flat.numel() // _SAMPLED_RATIOS)
+        self.ratios.append(flat[::step][torch.isfinite(flat[::step])].clone())
+        if float(flat[worst]) >= self.ratio:
+            self.ratio = float(flat[worst])
+            self.bound_at_worst = float(bound.reshape(-1)[worst])
+            self.error_at_worst = float(error.reshape(-1)[worst])
+            t = torch_value.reshape(-1)[worst].to(t_dtype).abs()
+            ulp = float((torch.nextafter(t, torch.tensor(math.inf, dtype=t_dtype)) - t)
+                        .to(torch.float64)) if math.isfinite(float(t)) else math.inf
+            self.ulps_at_worst = self.error_at_worst / ulp if ulp > 0 else 0.0
+
+    @property
+    def median_ratio(self) -> float:
+        if not self.ratios:
+            return 0.0
+        values = torch.cat(self.ratios)
+        return float(values.median()) if values.numel() else 0.0
+
+
+@dataclass
+class NodeStats:
+    """Both checks at one node, and what could not be checked."""
+
+    local: CheckStats = field(default_factory=CheckStats)
+    end_to_end: CheckStats = field(default_factory=CheckStats)
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactnessEntry:
+    """One IR node: the largest observed |torch - reference|, the bound there, their ratio."""
+
+    name: str
+    op_type: str
+    fx_name: str
+    fx_op: str
+    spelling: str
+    module_path: str
+    location: str
+    local_max_error: float
+    local_max_rel_error: float
+    local_bound: float
+    local_ratio: float
+    local_median_ratio: float
+    local_ulps: float
+    local_violations: int
+    e2e_max_error: float
+    e2e_bound: float
+    e2e_ratio: float
+    e2e_median_ratio: float
+    e2e_violations: int
+    note: str
+
+    @property
+    def violated(self) -> bool:
+        """True when an element exceeded its bound in either check."""
+        return self.local_violations > 0 or self.e2e_violations > 0
+
+    @classmethod
+    def from_stats(cls, node: IRNode, stats: NodeStats) -> ExactnessEntry:
+        s = node.source
+        lo, e2e = stats.local, stats.end_to_end
+        return cls(node.name, node.op_type, s.fx_name, s.fx_op, s.target, s.module_path,
+                   s.location, lo.max_error, lo.max_rel_error, lo.bound_at_worst, lo.ratio,
+                   lo.median_ratio, lo.ulps_at_worst, lo.violations, e2e.max_error,
+                   e2e.bound_at_worst, e2e.ratio, e2e.median_ratio, e2e.violations,
+                   "; ".join(stats.notes))
+
+
+@dataclass(frozen=True, slots=True)
+class OutputEntry:
+    """One model output: the user's eager model(x) against the reference and its bound."""
+
+    name: str
+    max_error: float
+    bound: float
+    ratio: float
+    violations: int
+
+    @classmethod
+    def from_stats(cls, name: str, stats: NodeStats) -> OutputEntry:
+        e = stats.end_to_end
+        return cls(name, e.max_error, e.bound_at_worst, e.ratio, e.violations)
+
+
+@dataclass(frozen=True)
+class ExactnessReport:
+    """The result of `check_exactness`.
+
+    Attributes:
+        entries: One entry per IR operator node, in topological order.
+        outputs: The eager model's outputs against the reference graph's.
+        arithmetic: The declared arithmetic model (unit roundoffs, flags read).
+        inputs: How the inputs were chosen.
+        samples: How many samples were checked.
+        traced_differs: The traced graph's outputs were not bit-identical to eager ones.
+    """
+
+    entries: tuple[ExactnessEntry, ...]
+    outputs: tuple[OutputEntry, ...]
+    arithmetic: ArithmeticModel
+    inputs: str
+    samples: int
+    local: bool
+    end_to_end: bool
+    traced_differs: bool
+
+    @property
+    def ok(self) -> bool:
+        """True when no node and no output exceeded its certified bound."""
+        return self.first_violation is None and not any(o.violations for o in self.outputs)
+
+    @property
+    def first_violation(self) -> ExactnessEntry | None:
+        """The first violating node in topological order, or None."""
+        return next((e for e in self.entries if e.violated), None)
+
+    def tightness(self) -> dict[str, tuple[float, float]]:
+        """Per op_type with rounding: (median, worst) node-local observed/bound ratio."""
+        per_op: dict[str, list[ExactnessEntry]] = {}
+        for e in self.entries:
+            if e.local_bound > 0 or e.local_median_ratio > 0:
+                per_op.setdefault(e.op_type, []).append(e)
+        return {op: (float(torch.tensor([e.local_median_ratio for e in es]).median()),
+                     max(e.local_ratio for e in es)) for op, es in per_op.items()}
+
+    def to_pandas(self):
+        """One row per node: the columns of ExactnessEntry plus `violated`."""
+        import pandas as pd
+
+        names = [f.name for f in fields(ExactnessEntry)]
+        rows = [{**{n: getattr(e, n) for n in names}, "violated": e.violated}
+                for e in self.entries]
+        return pd.DataFrame(rows, columns=[*names, "violated"])
+
+    def summary(self) -> str:
+        """A few lines: the verdict, the first violation, the arithmetic model."""
+        first = self.first_violation
+        if self.ok:
+            worst = max(self.entries, key=lambda e: max(e.local_ratio, e.e2e_ratio),
+                        default=None)
+            verdict = (f"exact within the certified bounds on {self.samples} samples "
+                       f"({len(self.entries)} nodes")
+            if worst is not None:
+                verdict += (f"; worst observed/bound {max(worst.local_ratio, worst.e2e_ratio):.3g}"
+                            f" at {worst.name!r}")
+            verdict += ")"
+        elif first is not None:
+            local = first.local_violations > 0
+            check = "node-local" if local else "end-to-end"
+            error = first.local_max_error if local else first.e2e_max_error
+            bound = first.local_bound if local else first.e2e_bound
+            ratio = first.local_ratio if local else first.e2e_ratio
+            where = f", {first.location}" if first.location else ""
+            verdict = (f"VIOLATION at node {first.name!r} ({first.op_type}, {first.fx_op} "
+                       f"{first.spelling}{where}): {check} error {_g(error)} exceeds the bound "
+                       f"{_g(bound)} (ratio {_g(ratio)})"
+                       f"{'; ' + first.note if first.note else ''}")
+        else:
+            verdict = "VIOLATION at an output: the eager model differs from the reference " \
+                      "beyond the bound (tracing differs from eager execution)"
+        lines = [verdict, f"inputs: {self.inputs}",
+                 f"arithmetic: {self.arithmetic.describe()}"]
+        if self.traced_differs:
+            lines.append("note: the traced graph's outputs are not bit-identical to the "
+                         "eager model's")
+        return "\n".join(lines)
+
+    def table(self) -> str:
+        """Per-node text table: op_type, errors, bounds and ratios."""
+        header = ("node", "op_type", "local err", "local bound", "ratio", "ulps",
+                  "e2e err", "e2e bound", "ratio", "")
+        rows = [header] + [(
+            e.name, e.op_type, _g(e.local_max_error), _g(e.local_bound), _g(e.local_ratio),
+            _g(e.local_ulps), _g(e.e2e_max_error), _g(e.e2e_bound), _g(e.e2e_ratio),
+            "VIOLATED" if e.violated else "") for e in self.entries]
+        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
+                         for r in rows)
+
+    def __repr__(self) -> str:
+        return self.summary() + "\n" + self.table()
+
+    def _repr_html_(self) -> str:
+        frame = self.to_pandas()
+        return f"<pre>{html.escape(self.summary())}</pre>" + frame.to_html(index=False)
+
+
+def _g(value: float) -> str:
+    return f"{value:.3g}"
