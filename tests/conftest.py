@@ -240,7 +240,8 @@ def check_node_shapes(ir, model: nn.Module, inputs, dtype) -> None:
 
 
 def convert_and_compare(model: nn.Module, *shapes, dtype=torch.float32):
-    """Convert `model`, evaluate the IR in float64 and compare with the eager model in float64.
+    """Convert `model`, evaluate the IR in float64 and compare with the eager model in float64;
+    `check_exactness` must find no violation (no false alarms on correct conversions).
 
     The caller's model is never mutated (checked). Also checks the Input/Output structure and
     that each output node's per-sample shape is the eager output's. Returns the GraphIR.
@@ -268,6 +269,9 @@ def convert_and_compare(model: nn.Module, *shapes, dtype=torch.float32):
         assert tuple(ir.node(name).shape) == tuple(w.shape[1:]), (
             f"IR shape of {name} is {ir.node(name).shape}, eager per-sample {tuple(w.shape[1:])}")
         torch.testing.assert_close(g, w, rtol=1e-12, atol=1e-12)
+    with model_unchanged(model):
+        exactness = ncet.check_exactness(model, ir, samples_per_scale=4)
+    assert exactness.ok, f"false alarm on a correct conversion:\n{exactness!r}"
     return ir
 
 

@@ -1,0 +1,146 @@
+"""check_exactness: no false alarms on correct conversions, the report, eager comparison,
+chunking, and the declared arithmetic model."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ncet
+from ncet.bounds import UNIT_ROUNDOFF, read_arithmetic_model
+from ncet.examples import load_example
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("name", ["mlp", "lenet", "residual_cnn"])
+def test_bundled_models_are_exact(name, dtype):
+    model, shapes = load_example(name)
+    model = copy.deepcopy(model).to(dtype)
+    report = ncet.check_exactness(model, ncet.convert(model, *shapes, dtype=dtype))
+    assert report.ok, report.summary()
+    assert report.first_violation is None and report.samples == 96
+    assert all(o.violations == 0 and o.ratio <= 1 for o in report.outputs)
+
+
+def random_model(seed: int) -> tuple[nn.Module, tuple[int, ...]]:
+    """A residual CNN or MLP with random widths, slopes and BatchNorm statistics."""
+    g = torch.Generator().manual_seed(seed)
+
+    def pick(*options):
+        return options[int(torch.randint(len(options), (1,), generator=g))]
+
+    channels, width, slope = pick(2, 3, 5), pick(4, 6, 7), pick(0.01, 0.2, 0.5)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(channels, channels, pick(1, 3), padding="same",
+                                  groups=pick(1, channels))
+            self.bn = nn.BatchNorm2d(channels)
+            self.fc = nn.Linear(channels * (width // 2) ** 2, pick(1, 5))
+
+        def forward(self, x):
+            y = F.leaky_relu(self.bn(self.conv(x)), slope) + x * 0.5
+            y = F.avg_pool2d(y, 2) if seed % 2 else F.max_pool2d(y, 2)
+            return self.fc(y.flatten(1) - 0.25)
+
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Net()
+        model.bn.running_mean.normal_(0, 1)
+        model.bn.running_var.uniform_(0.1, 3)
+        for p in model.parameters():
+            p.data.mul_(float(pick(0.1, 1.0, 10.0)))
+    return model.eval(), (channels, width, width)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_models_have_no_false_alarms(seed):
+    model, shape = random_model(seed)
+    report = ncet.check_exactness(model, ncet.convert(model, shape), samples_per_scale=16,
+                                  seed=seed)
+    assert report.ok, report.summary()
+
+
+def test_report_contents():
+    model, shapes = load_example("lenet")
+    ir = ncet.convert(model, *shapes)
+    report = ncet.check_exactness(model, ir, samples_per_scale=8)
+    names = [n.name for n in ir.nodes if n.op_type not in ("Input", "Output")]
+    assert [e.name for e in report.entries] == names
+    conv = report.entries[0]
+    assert conv.op_type == "Conv2d" and conv.location.startswith("examples.py:")
+    assert 0 < conv.local_ratio <= 1 and conv.local_bound > 0 and conv.local_ulps > 0
+    relu = next(e for e in report.entries if e.op_type == "ReLU")
+    assert relu.local_bound == 0 and relu.local_max_error == 0  # exact ops are exact
+    frame = report.to_pandas()
+    assert list(frame["name"]) == names and not frame["violated"].any()
+    tight = report.tightness()
+    assert set(tight) >= {"Conv2d", "Linear", "AvgPool2d"}
+    assert all(0 <= median <= worst <= 1 for median, worst in tight.values())
+    text = report.summary()
+    assert "exact within the certified bounds on 24 samples" in text
+    assert "u = 2^-24 (float32)" in text
+    assert "<pre>" in report._repr_html_()
+
+
+def test_chunked_runs_check_every_sample():
+    """PyTorch's own float32 results depend on the batch size (matmul blocking), so chunks
+    give other errors; both runs must hold every sample to the bound."""
+    model, shapes = load_example("mlp")
+    ir = ncet.convert(model, *shapes)
+    x = torch.randn(50, *shapes[0], generator=torch.Generator().manual_seed(0))
+    whole = ncet.check_exactness(model, ir, x, chunk_size=64)
+    pieces = ncet.check_exactness(model, ir, x, chunk_size=7)
+    assert whole.ok and pieces.ok and whole.samples == pieces.samples == 50
+    exact_ops = [e for e in pieces.entries if e.op_type == "ReLU"]
+    assert exact_ops and all(e.local_max_error == 0 for e in exact_ops)
+
+
+def test_inputs_without_ir_and_progress():
+    model, shapes = load_example("mlp")
+    calls = []
+    x = torch.randn(10, *shapes[0])
+    report = ncet.check_exactness(model, x, chunk_size=4,
+                                  progress=lambda done, total: calls.append((done, total)))
+    assert report.ok and report.inputs == "10 given samples"
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    with pytest.raises(ValueError, match="GraphIR or example inputs"):
+        ncet.check_exactness(model)
+
+
+class Aliasing(nn.Module):
+    """Eager and traced execution differ: `y += 1` mutates the alias z in eager mode, but
+    FX records an out-of-place add, so the traced graph (and the IR) never see it."""
+
+    def forward(self, x):
+        y = x * 1.0
+        z = y
+        y += 1.0
+        return z * 2.0
+
+
+def test_eager_differences_are_caught_at_the_output():
+    model = Aliasing()
+    report = ncet.check_exactness(model, ncet.convert(model, (4,)))
+    assert not report.ok
+    assert report.first_violation is None  # every node agrees with the traced graph
+    assert report.outputs[0].violations > 0 and report.traced_differs
+    assert "VIOLATION at an output" in report.summary()
+
+
+def test_reduced_precision_flags_change_the_declared_arithmetic():
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        model = read_arithmetic_model()
+        assert model.unit_roundoff(torch.float32, "Linear") == 2.0 ** -8
+        assert model.unit_roundoff(torch.float32, "Add") == UNIT_ROUNDOFF[torch.float32]
+        assert "reduced-precision" in model.describe()
+    finally:
+        torch.set_float32_matmul_precision(before)
+    assert read_arithmetic_model().unit_roundoff(torch.float32, "Linear") == 2.0 ** -24
