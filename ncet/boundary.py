@@ -63,6 +63,7 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
     BoundaryRule(("BatchNorm",), "training mode", "batch-norm-training"),
     BoundaryRule(("BatchNorm",), "track_running_stats=False", "batch-norm-no-running-stats"),
     BoundaryRule(("BatchNorm",), "F.batch_norm / torch.batch_norm", "batch-norm-function"),
+    BoundaryRule(("BatchNorm",), "a negative running_var", "batch-norm-negative-var"),
     BoundaryRule(("AdaptiveAvgPool2d",), "batched input of rank 4; any output size, also "
                                          "when it does not divide the input (PyTorch's "
                                          "variable windows); None entries resolved"),
@@ -97,9 +98,13 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
     BoundaryRule(("ElementwiseAffine",), "c / x", "affine-constant-over-tensor"),
     BoundaryRule(("ElementwiseAffine",), "a divisor that is zero anywhere", "affine-zero-divisor"),
     BoundaryRule(("ElementwiseAffine",), "rounding_mode=", "affine-rounding-mode"),
+    BoundaryRule(("ElementwiseAffine",), "a divisor whose magnitude is below the smallest "
+                                         "normal number of the node's dtype (its rounding "
+                                         "error is not relative)", "constant-subnormal"),
     BoundaryRule(("ElementwiseAffine",), "a constant whose broadcast changes the graph tensor's "
                                          "shape", "affine-broadcast"),
-    BoundaryRule(("ElementwiseAffine",), "a bool or complex constant, or an int beyond 2**53",
+    BoundaryRule(("ElementwiseAffine",), "a bool or complex constant, or an int (scalar or "
+                                         "tensor entry) beyond 2**53",
                  "affine-constant-type"),
     # Axis operators.
     BoundaryRule(("Flatten", "Reshape", "Permute", "Transpose", "Concat", "ReduceMean",

@@ -1,114 +1,45 @@
-"""Certified forward error bounds: the arithmetic model and one bound rule per op_type.
+"""Certified forward error bounds: one bound rule per op_type.
 
-For a node v with inputs x and exact real operation f, a rule gives
-  * `magnitude(x)`: the sum of absolute values of the terms f adds up (S, elementwise),
-  * `roundings`: how many roundings any evaluation order of f applies to a term (k),
-  * `carry(e)`: how input error radii e pass through f (f is Lipschitz in this sense),
-so that, computed in unit roundoff u, |fl(f(x)) - f(x)| <= gamma_k(u) * S + k * eta * (1 + M)
-with M the largest constant magnitude of the node. Derivations: docs/exactness.md.
+For a node with inputs x and exact real operation f, a rule gives
+  * `magnitude(|x|)`: S, the sum of absolute values of the terms f adds up (elementwise),
+  * `roundings`: k, how many roundings any evaluation order applies to one term,
+  * `exposed(|x|)`: the operand multiplied by a constant that is first rounded to the op's
+    dtype (a Python scalar, alpha, a slope, BatchNorm's scale), whose rounding near zero
+    has an absolute error of at most eta,
+  * `carry(e)`: how input error radii e pass through f,
+so that in unit roundoff u: |fl(f(x)) - f(x)| <= gamma_k(u) S + k eta + 2 eta exposed.
+Derivations: docs/exactness.md.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
+from .arithmetic import SMALLEST_NORMAL, ArithmeticModel, read_arithmetic_model
 from .evaluate import EVALUATORS
 from .ir import OP_SCHEMAS, IRNode
-
-UNIT_ROUNDOFF: dict[torch.dtype, float] = {
-    torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
-    torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11,
-}
-"""u = 2^-p for a p-bit significand, round to nearest."""
-
-SMALLEST_NORMAL: dict[torch.dtype, float] = {
-    d: torch.finfo(d).tiny for d in UNIT_ROUNDOFF}
-"""eta: the underflow unit; the smallest normal covers flush-to-zero and denormals-are-zero."""
-
-REDUCED_PRECISION_U = {"tf32": 2.0 ** -11, "bf16": 2.0 ** -8, "high": 2.0 ** -11,
-                       "medium": 2.0 ** -8}
-"""Unit roundoff of float32 matmul/convolution under a reduced-precision backend mode."""
 
 SAFETY = 1.0 + 2.0 ** -20
 """Bounds are computed in float64 (relative error far below 2^-30 for any layer size NCET
 handles) and multiplied by this factor, so they are rounded up."""
 
-
-def gamma(k: float, u: float) -> float:
-    """Higham's gamma_k = k u / (1 - k u)."""
-    if k * u >= 1:
-        return math.inf
-    return k * u / (1 - k * u)
-
-
-@dataclass(frozen=True)
-class ArithmeticModel:
-    """The floating-point arithmetic the bounds assume, read from the backend flags in force.
-
-    Attributes:
-        matmul_u: Unit roundoff for float32 Linear/Conv2d (2^-24 unless a reduced-precision
-            mode is on).
-        flags: The flags read, by name.
-        notes: Plain-language statements of what is assumed.
-    """
-
-    matmul_u: float
-    flags: dict[str, str] = field(default_factory=dict)
-    notes: tuple[str, ...] = ()
-
-    def unit_roundoff(self, dtype: torch.dtype, op_type: str) -> float:
-        """u for an op of `op_type` computed in `dtype`."""
-        u = UNIT_ROUNDOFF[dtype]
-        if dtype == torch.float32 and op_type in ("Linear", "Conv2d"):
-            return max(u, self.matmul_u)
-        return u
-
-    def describe(self) -> str:
-        flags = ", ".join(f"{k}={v}" for k, v in self.flags.items())
-        return "; ".join((*self.notes, f"flags: {flags}"))
-
-
-def read_arithmetic_model() -> ArithmeticModel:
-    """Read PyTorch's precision flags and declare the arithmetic they imply."""
-    mkldnn = torch.backends.mkldnn
-    flags = {
-        "torch.get_float32_matmul_precision()": torch.get_float32_matmul_precision(),
-        "mkldnn.fp32_precision": str(getattr(mkldnn, "fp32_precision", "n/a")),
-        "mkldnn.matmul.fp32_precision": str(getattr(getattr(mkldnn, "matmul", None),
-                                                    "fp32_precision", "n/a")),
-        "mkldnn.conv.fp32_precision": str(getattr(getattr(mkldnn, "conv", None),
-                                                  "fp32_precision", "n/a")),
-        "cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn.allow_tf32": str(torch.backends.cudnn.allow_tf32),
-    }
-    reduced = [v for k, v in flags.items() if v in REDUCED_PRECISION_U]
-    matmul_u = max([UNIT_ROUNDOFF[torch.float32]] + [REDUCED_PRECISION_U[v] for v in reduced])
-    notes = ["IEEE 754 binary arithmetic, round to nearest, any summation order, FMA allowed",
-             "u = 2^-24 (float32), 2^-53 (float64); eta = smallest normal (covers FTZ/DAZ)",
-             "CPU kernels; the CUDA TF32 flags are read but apply to CUDA only"]
-    if matmul_u > UNIT_ROUNDOFF[torch.float32]:
-        notes.append(f"reduced-precision float32 matmul/convolution in force: "
-                     f"u = 2^{round(math.log2(matmul_u))} for Linear and Conv2d")
-    return ArithmeticModel(matmul_u, flags, tuple(notes))
-
-
-# --- the rules --------------------------------------------------------------------------
-Magnitude = Callable[[IRNode, list[torch.Tensor], dict[str, torch.Tensor]], torch.Tensor]
+Tensors = list[torch.Tensor]
+Consts = dict[str, torch.Tensor]
 
 
 @dataclass(frozen=True, slots=True)
 class BoundRule:
     """How one op_type rounds and carries error (see the module docstring)."""
 
-    magnitude: Magnitude | None  # None: the op is exact (no rounding)
-    roundings: Callable[[IRNode, list[tuple[int, ...]], dict[str, torch.Tensor]], float]
-    carry: Callable[[IRNode, list[torch.Tensor], dict[str, torch.Tensor]], torch.Tensor]
+    magnitude: Callable[[IRNode, Tensors, Consts], torch.Tensor] | None  # None: exact op
+    roundings: Callable[[IRNode, list[tuple[int, ...]], Consts], float]
+    carry: Callable[[IRNode, Tensors, Consts], torch.Tensor]
+    exposed: Callable[[IRNode, Tensors, Consts], torch.Tensor | float] | None = None
 
 
 def _c(consts, name):
@@ -117,7 +48,7 @@ def _c(consts, name):
 
 def _same_op(node, es, consts):
     """For ops monotone and positively homogeneous in each input (pools, means, moves of
-    data), the error radius goes through the op itself."""
+    data), magnitudes and error radii go through the op itself."""
     return EVALUATORS[node.op_type](node, es, consts)
 
 
@@ -125,6 +56,11 @@ def _identity_carry(node, es, consts):
     return es[0]
 
 
+def _first_input(node, xs, consts):
+    return xs[0]
+
+
+# --- Linear and Conv2d: dot products ----------------------------------------------------
 def _linear_mag(node, xs, ac):
     return F.linear(xs[0], ac[node.attrs["weight"]], _c(ac, node.attrs["bias"]))
 
@@ -133,34 +69,22 @@ def _linear_carry(node, es, ac):
     return F.linear(es[0], ac[node.attrs["weight"]])
 
 
-def _conv_attrs_without_bias(node):
-    attrs = dict(node.attrs)
-    attrs["bias"] = None
-    return attrs
-
-
-def _conv_mag(node, xs, ac):
-    return EVALUATORS["Conv2d"](node, xs, ac)
-
-
 def _conv_carry(node, es, ac):
-    stripped = IRNode(node.name, node.op_type, node.inputs, _conv_attrs_without_bias(node),
-                      node.shape, node.dtype, node.source)
-    return EVALUATORS["Conv2d"](stripped, es, ac)
+    without_bias = IRNode(node.name, node.op_type, node.inputs, {**node.attrs, "bias": None},
+                          node.shape, node.dtype, node.source)
+    return EVALUATORS["Conv2d"](without_bias, es, ac)
 
 
 def _dot_roundings(node, shapes, consts):
-    weight = consts[node.attrs["weight"]]
-    n = weight[0].numel()  # terms per output: in_features, or (C/groups)*kh*kw
+    n = consts[node.attrs["weight"]][0].numel()  # in_features, or (C/groups)*kh*kw
     return n + 2  # n products summed in any order, plus the bias, plus FMA slack
 
 
+# --- BatchNorm --------------------------------------------------------------------------
 def _bn_scale(node, ac):
     a = node.attrs
     scale = 1.0 / torch.sqrt(ac[a["var"]] + a["eps"])
-    if a["weight"] is not None:
-        scale = scale * ac[a["weight"]]
-    return scale
+    return scale * ac[a["weight"]] if a["weight"] is not None else scale
 
 
 def _channel(t: torch.Tensor, rank: int) -> torch.Tensor:
@@ -168,17 +92,34 @@ def _channel(t: torch.Tensor, rank: int) -> torch.Tensor:
     return t.reshape(t.shape[0], *([1] * (rank - 2)))
 
 
+def _bn_centred(node, xs, ac):
+    return xs[0] + _channel(ac[node.attrs["mean"]], xs[0].dim())
+
+
 def _bn_mag(node, xs, ac):
-    rank = xs[0].dim()
-    scale = _channel(_bn_scale(node, ac), rank)
-    mag = (xs[0] + _channel(ac[node.attrs["mean"]], rank)) * scale
+    mag = _bn_centred(node, xs, ac) * _channel(_bn_scale(node, ac), xs[0].dim())
     if node.attrs["bias"] is not None:
-        mag = mag + _channel(ac[node.attrs["bias"]], rank)
+        mag = mag + _channel(ac[node.attrs["bias"]], xs[0].dim())
     return mag
 
 
 def _bn_carry(node, es, ac):
     return es[0] * _channel(_bn_scale(node, ac), es[0].dim())
+
+
+# --- pooling and means ------------------------------------------------------------------
+def _positive_divisor(node: IRNode) -> IRNode:
+    """AvgPool2d with |divisor_override|: magnitudes and radii must stay non-negative."""
+    divisor = node.attrs["divisor_override"]
+    if divisor is None or divisor > 0:
+        return node
+    return IRNode(node.name, node.op_type, node.inputs,
+                  {**node.attrs, "divisor_override": -divisor}, node.shape, node.dtype,
+                  node.source)
+
+
+def _avg_pool(node, xs, ac):
+    return EVALUATORS["AvgPool2d"](_positive_divisor(node), xs, ac)
 
 
 def _window_roundings(node, shapes, consts):
@@ -192,10 +133,10 @@ def _adaptive_roundings(node, shapes, consts):
 
 
 def _mean_roundings(node, shapes, consts):
-    shape = shapes[0]
-    return math.prod(shape[a] for a in node.attrs["axes"]) + 2
+    return math.prod(shapes[0][a] for a in node.attrs["axes"]) + 2
 
 
+# --- elementwise arithmetic -------------------------------------------------------------
 def _leaky_mag(node, xs, ac):
     return xs[0] * node.attrs["negative_slope"]
 
@@ -209,7 +150,11 @@ def _sum_carry(node, es, ac):
 
 
 def _sum_roundings(node, shapes, consts):
-    return 1 if node.attrs["alpha"] == 1 else 3  # alpha rounded, the product, the sum
+    return 1 if node.attrs["alpha"] == 1 else 3  # alpha rounded, its product, the sum
+
+
+def _sum_exposed(node, xs, ac):
+    return 0.0 if node.attrs["alpha"] == 1 else xs[1]
 
 
 def _affine_k(node, ac) -> torch.Tensor | float:
@@ -237,11 +182,15 @@ def _affine_carry(node, es, ac):
     return es[0] * (abs(a["alpha"]) if a["tensor_position"] == 1 else 1.0)
 
 
+def _affine_converted(node, consts) -> bool:
+    """The constant is rounded to the op's dtype: a Python scalar, or another dtype."""
+    name = node.attrs["constant"]
+    return name is None or consts[name].dtype != getattr(torch, node.dtype)
+
+
 def _affine_roundings(node, shapes, consts):
     a = node.attrs
-    # The constant is rounded to the op's dtype when it is a Python scalar or of another dtype.
-    converted = a["constant"] is None or consts[a["constant"]].dtype != _dtype(node)
-    k = 1 + int(converted)
+    k = 1 + int(_affine_converted(node, consts))
     if a["kind"] == "div":
         k += 1  # a kernel may multiply by a rounded reciprocal
     if a["kind"] in ("add", "sub") and a["alpha"] != 1:
@@ -249,8 +198,14 @@ def _affine_roundings(node, shapes, consts):
     return k
 
 
-def _dtype(node: IRNode) -> torch.dtype:
-    return getattr(torch, node.dtype)
+def _affine_exposed(node, xs, ac):
+    a = node.attrs
+    if a["kind"] == "mul":
+        return xs[0]  # k rounded (maybe to a subnormal) multiplies x
+    if a["kind"] in ("add", "sub") and a["alpha"] != 1:
+        return xs[0] if a["tensor_position"] == 1 else _affine_k(node, ac) * torch.ones_like(
+            xs[0])
+    return 0.0  # division: subnormal divisors are rejected at conversion
 
 
 def _exact(carry=_same_op) -> BoundRule:
@@ -259,18 +214,20 @@ def _exact(carry=_same_op) -> BoundRule:
 
 BOUND_RULES: dict[str, BoundRule] = {
     "Linear": BoundRule(_linear_mag, _dot_roundings, _linear_carry),
-    "Conv2d": BoundRule(_conv_mag, _dot_roundings, _conv_carry),
-    "BatchNorm": BoundRule(_bn_mag, lambda n, s, c: 10, _bn_carry),
+    "Conv2d": BoundRule(lambda n, xs, ac: EVALUATORS["Conv2d"](n, xs, ac), _dot_roundings,
+                        _conv_carry),
+    "BatchNorm": BoundRule(_bn_mag, lambda n, s, c: 10, _bn_carry, _bn_centred),
     "AdaptiveAvgPool2d": BoundRule(_same_op, _adaptive_roundings, _same_op),
-    "AvgPool2d": BoundRule(_same_op, _window_roundings, _same_op),
+    "AvgPool2d": BoundRule(_avg_pool, _window_roundings, _avg_pool),
     "MaxPool2d": _exact(),
     "Identity": _exact(_identity_carry),
     "ReLU": _exact(_identity_carry),
-    "LeakyReLU": BoundRule(_leaky_mag, lambda n, s, c: 2, _identity_carry),
+    "LeakyReLU": BoundRule(_leaky_mag, lambda n, s, c: 2, _identity_carry, _first_input),
     "Flatten": _exact(),
-    "Add": BoundRule(_sum_mag, _sum_roundings, _sum_carry),
-    "Sub": BoundRule(_sum_mag, _sum_roundings, _sum_carry),
-    "ElementwiseAffine": BoundRule(_affine_mag, _affine_roundings, _affine_carry),
+    "Add": BoundRule(_sum_mag, _sum_roundings, _sum_carry, _sum_exposed),
+    "Sub": BoundRule(_sum_mag, _sum_roundings, _sum_carry, _sum_exposed),
+    "ElementwiseAffine": BoundRule(_affine_mag, _affine_roundings, _affine_carry,
+                                   _affine_exposed),
     "Concat": _exact(),
     "ReduceMean": BoundRule(_same_op, _mean_roundings, _same_op),
     "Reshape": _exact(),
@@ -284,48 +241,55 @@ BOUND_RULES: dict[str, BoundRule] = {
 assert set(BOUND_RULES) | {"Input", "Output"} == set(OP_SCHEMAS), "an op_type has no bound rule"
 
 
-def constant_magnitude(node: IRNode, abs_consts: dict[str, torch.Tensor]) -> float:
-    """M: the largest absolute constant the node multiplies by (1 when it has none)."""
-    _, schema = OP_SCHEMAS[node.op_type]
-    largest = 1.0
-    for attr, kind in schema.items():
-        name = node.attrs[attr]
-        if kind.startswith("const") and name is not None and abs_consts[name].numel():
-            largest = max(largest, float(abs_consts[name].max()))
-    for attr in ("scalar", "alpha", "negative_slope"):
-        value: Any = node.attrs.get(attr)
-        if isinstance(value, float):
-            largest = max(largest, abs(value))
-    if node.op_type == "BatchNorm":
-        largest = max(largest, float(_bn_scale(node, abs_consts).abs().max()))
-    if node.op_type == "ElementwiseAffine" and node.attrs["kind"] == "div":
-        k = _affine_k(node, abs_consts)
-        smallest = float(k.min()) if isinstance(k, torch.Tensor) else k
-        largest = max(largest, 1.0 / smallest)
-    return largest
+@dataclass(frozen=True, slots=True)
+class Rounding:
+    """One node's rounding bound, split so several precisions can share the work:
+    bound(dtype) = arithmetic.gamma(dtype, op, k) * magnitude + k eta + 2 eta exposed."""
+
+    k: float
+    magnitude: torch.Tensor | None  # None for exact ops
+    exposed: torch.Tensor | float
+
+    def bound(self, node: IRNode, dtype: torch.dtype, arithmetic: ArithmeticModel,
+              magnitude: torch.Tensor | None = None) -> torch.Tensor | float:
+        """The bound in `dtype`, optionally on another (larger) magnitude."""
+        magnitude = self.magnitude if magnitude is None else magnitude
+        if magnitude is None:
+            return 0.0
+        eta = SMALLEST_NORMAL[dtype]
+        return arithmetic.gamma(dtype, node.op_type, self.k) * magnitude \
+            + self.k * eta + 2 * eta * self.exposed
 
 
-def local_bound(node: IRNode, inputs: list[torch.Tensor], consts: dict[str, torch.Tensor],
-                dtype: torch.dtype, arithmetic: ArithmeticModel | None = None) -> torch.Tensor:
+def rounding(node: IRNode, abs_inputs: Tensors, abs_consts: Consts,
+             consts: Consts) -> Rounding:
+    """Evaluate a node's rule on absolute inputs and constants (`consts`: original dtypes)."""
+    rule = BOUND_RULES[node.op_type]
+    if rule.magnitude is None:
+        return Rounding(0, None, 0.0)
+    shapes = [tuple(x.shape[1:]) for x in abs_inputs]
+    exposed = rule.exposed(node, abs_inputs, abs_consts) if rule.exposed else 0.0
+    return Rounding(rule.roundings(node, shapes, consts),
+                    rule.magnitude(node, abs_inputs, abs_consts), exposed)
+
+
+def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtype,
+                arithmetic: ArithmeticModel | None = None) -> torch.Tensor:
     """Certified bound on |fl(f(x)) - f(x)| for one node computed in `dtype` on `inputs`.
 
     Args:
         node: The IR node.
         inputs: Its input values (batched; any float dtype, read exactly).
-        consts: The IR's constants (any float dtype, read exactly).
+        consts: The IR's constants in their own dtypes (read exactly).
         dtype: The precision the node is computed in.
         arithmetic: The arithmetic model (flags); read from PyTorch when None.
     """
-    rule = BOUND_RULES[node.op_type]
     xs = [x.to(torch.float64).abs() for x in inputs]
-    if rule.magnitude is None:
-        return torch.zeros_like(EVALUATORS[node.op_type](node, xs, _f64(consts)))
-    abs_consts = {k: v.abs() for k, v in _f64(consts).items()}
-    arithmetic = arithmetic or read_arithmetic_model()
-    u = arithmetic.unit_roundoff(dtype, node.op_type)
-    k = rule.roundings(node, [tuple(x.shape[1:]) for x in xs], abs_consts)
-    underflow = k * SMALLEST_NORMAL[dtype] * (1 + constant_magnitude(node, abs_consts))
-    return (gamma(k, u) * rule.magnitude(node, xs, abs_consts) + underflow) * SAFETY
+    abs_consts = {k: v.to(torch.float64).abs() for k, v in consts.items()}
+    r = rounding(node, xs, abs_consts, consts)
+    if r.magnitude is None:
+        return torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
+    return r.bound(node, dtype, arithmetic or read_arithmetic_model()) * SAFETY
 
 
 def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -335,9 +299,9 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
     Returns:
         node name -> (value, radius), for the Input nodes and every operator node.
     """
-    consts = _f64(ir.constants)
-    abs_consts = {k: v.abs() for k, v in consts.items()}
+    consts = {k: v.to(torch.float64) for k, v in ir.constants.items()}
     arithmetic = read_arithmetic_model()
+    abs_consts = {k: v.abs() for k, v in consts.items()}
     out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for node, x in zip(ir.inputs, inputs):
         out[node.name] = (x.to(torch.float64), torch.zeros((), dtype=torch.float64))
@@ -347,12 +311,7 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         values = [out[i][0] for i in node.inputs]
         radii = [out[i][1].expand_as(out[i][0]) for i in node.inputs]
         value = EVALUATORS[node.op_type](node, values, consts)
-        # The rounding is bounded on |inputs|; the error carried from the inputs is added.
-        radius = local_bound(node, values, ir.constants, torch.float64, arithmetic) \
-            + BOUND_RULES[node.op_type].carry(node, radii, abs_consts) * SAFETY
-        out[node.name] = (value, radius)
+        r = rounding(node, [v.abs() for v in values], abs_consts, ir.constants)
+        carried = BOUND_RULES[node.op_type].carry(node, radii, abs_consts)
+        out[node.name] = (value, (carried + r.bound(node, torch.float64, arithmetic)) * SAFETY)
     return out
-
-
-def _f64(consts) -> dict[str, torch.Tensor]:
-    return {k: v.to(torch.float64) for k, v in consts.items()}

@@ -165,6 +165,10 @@ class NodeContext:
             raise MissingShape(node.name)
         return shape
 
+    def dtype(self, node: torch.fx.Node) -> torch.dtype | None:
+        """The dtype of a node's tensor value (None when it could not be run)."""
+        return self._values[node].dtype
+
     @property
     def out_shape(self) -> tuple[int, ...]:
         """Per-sample shape of this node's own output."""

@@ -138,8 +138,13 @@ def _affine_constant(ctx: NodeContext, x: torch.fx.Node, c: Any,
             raise Rejection("affine-constant-type", f"constant of dtype {tensor.dtype} is not real",
                             hint="use a floating-point buffer")
         name = ctx.lift_attr(c)
+        if not tensor.is_floating_point() and bool((tensor.abs() > 2 ** 53).any()):
+            raise Rejection("affine-constant-type", f"integer constant {name!r} has entries "
+                                                    "not exactly representable as floats")
         if kind == "div" and bool((tensor == 0).any()):
             raise Rejection("affine-zero-divisor", f"the divisor {name!r} is zero somewhere")
+        if kind == "div":
+            _check_normal_divisor(ctx, x, tensor.abs().min().item(), name)
         x_shape = ctx.shape(x)
         for batch in BATCH_SIZES:
             batched = (batch, *x_shape)
@@ -162,4 +167,16 @@ def _affine_constant(ctx: NodeContext, x: torch.fx.Node, c: Any,
                         f"integer constant {c} is not exactly representable as a float")
     if kind == "div" and c == 0:
         raise Rejection("affine-zero-divisor", "division by zero")
+    if kind == "div":
+        _check_normal_divisor(ctx, x, abs(c), repr(c))
     return float(c), None
+
+
+def _check_normal_divisor(ctx: NodeContext, x: torch.fx.Node, smallest: float,
+                          what: str) -> None:
+    """A divisor rounded to a subnormal of the op's dtype has no relative error bound."""
+    dtype = ctx.dtype(ctx.node) or ctx.dtype(x)
+    if dtype is not None and dtype.is_floating_point and 0 < smallest < torch.finfo(dtype).tiny:
+        raise Rejection("constant-subnormal",
+                        f"the divisor {what} is below the smallest normal {dtype} number",
+                        hint="rescale the model so that divisors are normal numbers")

@@ -10,16 +10,8 @@ import torch
 import torch.fx
 from torch import nn
 
-from .bounds import (
-    BOUND_RULES,
-    SAFETY,
-    SMALLEST_NORMAL,
-    UNIT_ROUNDOFF,
-    ArithmeticModel,
-    constant_magnitude,
-    gamma,
-    read_arithmetic_model,
-)
+from .arithmetic import ArithmeticModel, read_arithmetic_model
+from .bounds import BOUND_RULES, SAFETY, Rounding, rounding
 from .conversion import convert
 from .evaluate import EVALUATORS
 from .exactness_report import ExactnessEntry, ExactnessReport, NodeStats, OutputEntry
@@ -98,6 +90,11 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
                              "check_exactness(model, ncet.convert(model, (4,)))")
         ir = convert(model, *(tuple(x.shape[1:]) for x in inputs), dtype=inputs[0].dtype)
     if inputs:
+        for node, x in zip(ir.inputs, inputs):
+            if str(x.dtype).removeprefix("torch.") != node.dtype:
+                raise ValueError(f"input {node.name!r} is {x.dtype} but the GraphIR was "
+                                 f"converted for {node.dtype}: the bounds assume that "
+                                 "precision; pass inputs of that dtype")
         described = f"{inputs[0].shape[0]} given samples"
     else:
         inputs, described = generate_inputs(ir, samples_per_scale, seed)
@@ -140,9 +137,6 @@ class _Checker:
         self.outputs = [NodeStats() for _ in ir.outputs]
         self.traced_differs = False
         self.last_use = self._last_uses()
-        self.eta = {d: SMALLEST_NORMAL[d] for d in SMALLEST_NORMAL}
-        self.max_constant = {name: constant_magnitude(n, self.abs_consts)
-                             for name, n in self.ir_nodes.items()}
 
     def _last_uses(self) -> dict[int, list[str]]:
         last: dict[str, int] = {}
@@ -197,23 +191,14 @@ class _Checker:
             ref[node.name] = radius[node.name] = None
             return
         ins = [fx_env[self.fx_by_name[name]].to(_F64) for name in node.inputs]
-        rule = BOUND_RULES[node.op_type]
-        dtype = getattr(torch, node.dtype)
-        u_torch = self.arithmetic.unit_roundoff(dtype, node.op_type)
-        u_ref = UNIT_ROUNDOFF[_F64]
-        shapes = [tuple(x.shape[1:]) for x in ins]
-        k = rule.roundings(node, shapes, self.consts)
-        magnitude = rule.magnitude(node, [x.abs() for x in ins], self.abs_consts) \
-            if rule.magnitude is not None else None
-        underflow = k * (self.eta[dtype] + self.eta[_F64]) * (1.0 + self.max_constant[node.name])
+        r = rounding(node, [x.abs() for x in ins], self.abs_consts, self.ir.constants)
         t = torch_value.to(_F64)
         if self.local:
-            self._local(node, stats, t, ins, magnitude, k, u_torch, u_ref, underflow)
+            self._local(node, stats, t, ins, r)
         if self.end_to_end:
-            self._end_to_end(node, stats, t, ref, radius, magnitude, k, u_torch, u_ref,
-                             underflow)
+            self._end_to_end(node, stats, t, ref, radius, r)
 
-    def _local(self, node, stats, t, ins, magnitude, k, u_torch, u_ref, underflow) -> None:
+    def _local(self, node: IRNode, stats, t, ins, r: Rounding) -> None:
         try:
             expected = EVALUATORS[node.op_type](node, ins, self.consts)
         except Exception as exc:  # a faulty IR may not even evaluate on these shapes
@@ -225,12 +210,11 @@ class _Checker:
                        f"{list(t.shape[1:])} from PyTorch")
             stats.local.violate()
             return
-        bound = torch.zeros_like(t) if magnitude is None else \
-            (gamma(k, u_torch) + gamma(k, u_ref)) * magnitude + underflow
-        stats.local.update(t, expected, bound * SAFETY, t_dtype=getattr(torch, node.dtype))
+        dtype = getattr(torch, node.dtype)
+        bound = r.bound(node, dtype, self.arithmetic) + r.bound(node, _F64, self.arithmetic)
+        stats.local.update(t, expected, torch.as_tensor(bound, dtype=_F64) * SAFETY, dtype)
 
-    def _end_to_end(self, node, stats, t, ref, radius, magnitude, k, u_torch, u_ref,
-                    underflow) -> None:
+    def _end_to_end(self, node: IRNode, stats, t, ref, radius, r: Rounding) -> None:
         ins_ref = [ref.get(name) for name in node.inputs]
         ins_radius = [radius.get(name) for name in node.inputs]
         if any(v is None for v in ins_ref) or any(v is None for v in ins_radius):
@@ -239,8 +223,8 @@ class _Checker:
         rule = BOUND_RULES[node.op_type]
         try:
             value = EVALUATORS[node.op_type](node, ins_ref, self.consts)
-            carried = rule.carry(node, [r.expand_as(x) for r, x in zip(ins_radius, ins_ref)],
-                                 self.abs_consts)
+            radii = [e.expand_as(x) for e, x in zip(ins_radius, ins_ref)]
+            carried = rule.carry(node, radii, self.abs_consts)
         except Exception as exc:
             stats.note(f"end to end: the IR node fails on the reference inputs: {exc}")
             stats.end_to_end.violate()
@@ -250,14 +234,17 @@ class _Checker:
             stats.end_to_end.violate()
             ref[node.name] = radius[node.name] = None
             return
-        # The reference's own rounding is bounded on |ref inputs| <= |torch inputs| + radius,
-        # so its magnitude is at most magnitude + carried (each rule's magnitude is linear).
+        dtype = getattr(torch, node.dtype)
         total = carried.expand_as(value)
-        if magnitude is not None:
-            total = total + gamma(k, u_torch) * magnitude \
-                + gamma(k, u_ref) * (magnitude + carried) + underflow
+        if r.magnitude is not None:
+            # PyTorch rounded on its own inputs; the reference on inputs within the carried
+            # radius of them, so on magnitudes at most magnitude + carried (rules are linear).
+            exposed = rule.exposed(node, radii, self.abs_consts) if rule.exposed else 0.0
+            at_ref = Rounding(r.k, r.magnitude + carried, r.exposed + exposed)
+            total = total + r.bound(node, dtype, self.arithmetic) \
+                + at_ref.bound(node, _F64, self.arithmetic)
         total = total * SAFETY
-        stats.end_to_end.update(t, value, total, t_dtype=getattr(torch, node.dtype))
+        stats.end_to_end.update(t, value, total, dtype)
         ref[node.name], radius[node.name] = value, total
 
     def _check_outputs(self, chunk, fx_env, ref, radius) -> None:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field, fields
 
 import torch
 
-from .bounds import ArithmeticModel
+from .arithmetic import ArithmeticModel
 from .ir import IRNode
 
 _SAMPLED_RATIOS = 256
@@ -166,8 +166,10 @@ class ExactnessReport:
 
     @property
     def ok(self) -> bool:
-        """True when no node and no output exceeded its certified bound."""
-        return self.first_violation is None and not any(o.violations for o in self.outputs)
+        """True when the arithmetic is within the declared model and no node and no output
+        exceeded its certified bound."""
+        return self.arithmetic.certified and self.first_violation is None \
+            and not any(o.violations for o in self.outputs)
 
     @property
     def first_violation(self) -> ExactnessEntry | None:
@@ -195,7 +197,10 @@ class ExactnessReport:
     def summary(self) -> str:
         """A few lines: the verdict, the first violation, the arithmetic model."""
         first = self.first_violation
-        if self.ok:
+        if not self.arithmetic.certified and first is None:
+            verdict = "NOT CERTIFIED: the arithmetic in force is outside the declared model " \
+                      "(see below); no violation was observed"
+        elif self.ok:
             worst = max(self.entries, key=lambda e: max(e.local_ratio, e.e2e_ratio),
                         default=None)
             verdict = (f"exact within the certified bounds on {self.samples} samples "

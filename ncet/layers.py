@@ -119,6 +119,10 @@ def batch_norm_module(ctx: NodeContext) -> Mapped:
                         f"{type(bn).__name__} has no running statistics "
                         "(track_running_stats=False), so it normalises with batch statistics",
                         hint="use track_running_stats=True and train or load running statistics")
+    if bool((bn.running_var < 0).any()):
+        raise Rejection("batch-norm-negative-var",
+                        f"{type(bn).__name__}'s running_var is negative somewhere",
+                        hint="a variance is never negative: check the loaded statistics")
     x = ctx.graph_tensor("input")
     _require_rank(ctx, x, (1, 2) if isinstance(bn, nn.BatchNorm1d) else (3,), type(bn).__name__)
     return Mapped("BatchNorm", (x,), {

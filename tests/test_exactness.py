@@ -11,7 +11,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ncet
-from ncet.bounds import UNIT_ROUNDOFF, read_arithmetic_model
+from ncet.arithmetic import UNIT_ROUNDOFF, gamma, read_arithmetic_model
 from ncet.examples import load_example
 
 
@@ -138,9 +138,66 @@ def test_reduced_precision_flags_change_the_declared_arithmetic():
     try:
         torch.set_float32_matmul_precision("medium")
         model = read_arithmetic_model()
-        assert model.unit_roundoff(torch.float32, "Linear") == 2.0 ** -8
-        assert model.unit_roundoff(torch.float32, "Add") == UNIT_ROUNDOFF[torch.float32]
+        assert model.operand_u == 2.0 ** -8
+        assert model.gamma(torch.float32, "Linear", 10) > gamma(2, 2.0 ** -8)
+        assert model.gamma(torch.float32, "Add", 1) == gamma(1, UNIT_ROUNDOFF[torch.float32])
         assert "reduced-precision" in model.describe()
+        wide = nn.Linear(300, 2)  # 300 terms: a bf16 sum would be vacuous, a float32 one is not
+        report = ncet.check_exactness(wide, ncet.convert(wide, (300,)), samples_per_scale=4)
+        assert report.ok and 0 < report.entries[0].local_bound < 1e30
     finally:
         torch.set_float32_matmul_precision(before)
-    assert read_arithmetic_model().unit_roundoff(torch.float32, "Linear") == 2.0 ** -24
+    assert read_arithmetic_model().operand_u == 0
+
+
+def test_modes_outside_the_arithmetic_model_are_not_certified():
+    model, shapes = load_example("mlp")
+    ir = ncet.convert(model, *shapes)
+    try:
+        torch.set_flush_denormal(True)
+        report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    finally:
+        torch.set_flush_denormal(False)
+    assert not report.ok and not report.arithmetic.certified
+    assert "NOT CERTIFIED" in report.summary() and "denormals-are-zero" in report.summary()
+    with torch.backends.mkldnn.flags(enabled=False):
+        assert not read_arithmetic_model().certified  # convolutions may run in NNPACK
+    assert read_arithmetic_model().certified
+
+
+def test_subnormal_scalars_are_covered():
+    """A scalar rounded to a float32 subnormal has an absolute, not relative, error."""
+    model = nn.Sequential(nn.LeakyReLU(1e-40))
+    x = torch.tensor([[1e30, -1e30, -7e29, 3e29]])
+    assert ncet.check_exactness(model, ncet.convert(model, (4,)), x).ok
+
+
+def negative_variance():
+    bn = nn.BatchNorm1d(2).eval()
+    bn.running_var[0] = -1e-6
+    return bn
+
+
+class TinyDivisor(nn.Module):
+    def forward(self, x):
+        return x / 1e-40
+
+
+class HugeIntBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.tensor([2 ** 60, 3]))
+
+    def forward(self, x):
+        return x * self.k
+
+
+@pytest.mark.parametrize(("build", "shape", "code"), [
+    (negative_variance, (2,), "batch-norm-negative-var"),
+    (TinyDivisor, (3,), "constant-subnormal"),
+    (HugeIntBuffer, (2,), "affine-constant-type"),
+], ids=["negative running_var", "subnormal divisor", "int buffer beyond 2**53"])
+def test_constants_the_bounds_cannot_cover_are_rejected(build, shape, code):
+    with pytest.raises(ncet.SupportBoundaryError) as info:
+        ncet.convert(build(), shape)
+    assert info.value.code == code
