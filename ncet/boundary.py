@@ -64,6 +64,8 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
     BoundaryRule(("BatchNorm",), "track_running_stats=False", "batch-norm-no-running-stats"),
     BoundaryRule(("BatchNorm",), "F.batch_norm / torch.batch_norm", "batch-norm-function"),
     BoundaryRule(("BatchNorm",), "a negative running_var", "batch-norm-negative-var"),
+    BoundaryRule(("BatchNorm",), "running_var + eps below the smallest normal number of the "
+                                 "dtype", "constant-subnormal"),
     BoundaryRule(("AdaptiveAvgPool2d",), "batched input of rank 4; any output size, also "
                                          "when it does not divide the input (PyTorch's "
                                          "variable windows); None entries resolved"),

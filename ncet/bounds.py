@@ -96,6 +96,15 @@ def _bn_centred(node, xs, ac):
     return xs[0] + _channel(ac[node.attrs["mean"]], xs[0].dim())
 
 
+def _bn_exposed(node, xs, ac):
+    """|x - mean| meets a scale that may round near zero, and a kernel that normalises
+    first may underflow before multiplying by the weight."""
+    exposed = _bn_centred(node, xs, ac)
+    if node.attrs["weight"] is not None:
+        exposed = exposed + _channel(ac[node.attrs["weight"]], xs[0].dim())
+    return exposed
+
+
 def _bn_mag(node, xs, ac):
     mag = _bn_centred(node, xs, ac) * _channel(_bn_scale(node, ac), xs[0].dim())
     if node.attrs["bias"] is not None:
@@ -203,8 +212,10 @@ def _affine_exposed(node, xs, ac):
     if a["kind"] == "mul":
         return xs[0]  # k rounded (maybe to a subnormal) multiplies x
     if a["kind"] in ("add", "sub") and a["alpha"] != 1:
-        return xs[0] if a["tensor_position"] == 1 else _affine_k(node, ac) * torch.ones_like(
-            xs[0])
+        if a["tensor_position"] == 1:
+            return xs[0]  # alpha rounded near zero, times x
+        # alpha rounded near zero times k, and k rounded near zero times alpha
+        return (_affine_k(node, ac) + abs(a["alpha"])) * torch.ones_like(xs[0])
     return 0.0  # division: subnormal divisors are rejected at conversion
 
 
@@ -216,7 +227,7 @@ BOUND_RULES: dict[str, BoundRule] = {
     "Linear": BoundRule(_linear_mag, _dot_roundings, _linear_carry),
     "Conv2d": BoundRule(lambda n, xs, ac: EVALUATORS["Conv2d"](n, xs, ac), _dot_roundings,
                         _conv_carry),
-    "BatchNorm": BoundRule(_bn_mag, lambda n, s, c: 10, _bn_carry, _bn_centred),
+    "BatchNorm": BoundRule(_bn_mag, lambda n, s, c: 10, _bn_carry, _bn_exposed),
     "AdaptiveAvgPool2d": BoundRule(_same_op, _adaptive_roundings, _same_op),
     "AvgPool2d": BoundRule(_avg_pool, _window_roundings, _avg_pool),
     "MaxPool2d": _exact(),
@@ -298,9 +309,14 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
 
     Returns:
         node name -> (value, radius), for the Input nodes and every operator node.
+
+    Raises:
+        RuntimeError: The arithmetic in force is outside the declared model.
     """
     consts = {k: v.to(torch.float64) for k, v in ir.constants.items()}
     arithmetic = read_arithmetic_model()
+    if not arithmetic.certified:
+        raise RuntimeError("no certified enclosure: " + arithmetic.describe())
     abs_consts = {k: v.abs() for k, v in consts.items()}
     out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for node, x in zip(ir.inputs, inputs):

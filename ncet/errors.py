@@ -72,7 +72,7 @@ _REASON_ROWS = (
     ("batch-norm-no-running-stats", "SupportBoundaryError", "BatchNorm without running statistics"),
     ("batch-norm-negative-var", "SupportBoundaryError", "BatchNorm running_var below zero"),
     ("constant-subnormal", "SupportBoundaryError",
-     "a divisor that is subnormal in the node's dtype"),
+     "a divisor (or BatchNorm's var + eps) that is subnormal in the node's dtype"),
     ("leaky-relu-slope", "SupportBoundaryError",
      "LeakyReLU negative_slope outside [0, 1] or not finite"),
     ("pool-return-indices", "SupportBoundaryError", "max pooling that returns indices"),

@@ -14,6 +14,9 @@ from .ir import IRNode
 _SAMPLED_RATIOS = 256
 """Ratios kept per node and chunk for the median (evenly spaced over the elements)."""
 
+_MAX_SAMPLED_CHUNKS = 64
+"""Chunks whose sampled ratios are kept, so memory does not grow with the samples."""
+
 
 @dataclass
 class CheckStats:
@@ -34,27 +37,35 @@ class CheckStats:
         self.ratio = math.inf
         self.violations += 1
 
-    def update(self, torch_value: torch.Tensor, expected: torch.Tensor, bound: torch.Tensor,
-               t_dtype: torch.dtype) -> None:
+    def update(self, torch_value: torch.Tensor, expected: torch.Tensor,
+               bound: torch.Tensor | float, t_dtype: torch.dtype,
+               relative: bool = False) -> None:
         """Fold in one chunk: |torch_value - expected| against `bound`, elementwise."""
-        bound = bound.expand_as(expected)
-        same = torch_value == expected  # also equal infinities
-        error = torch.where(same, torch.zeros_like(expected), (torch_value - expected).abs())
-        error = torch.nan_to_num(error, nan=math.inf)
-        ratio = torch.where(bound > 0, error / bound,
-                            torch.where(error > 0, math.inf, 0.0))
-        ratio = torch.nan_to_num(ratio, nan=math.inf)
-        self.elements += ratio.numel()
-        if ratio.numel() == 0:
+        error = (torch_value - expected).abs_()
+        self.elements += error.numel()
+        if error.numel() == 0:
             return
+        if not bool(torch.isfinite(error).all()):  # equal infinities agree; NaN never does
+            error = torch.where(torch_value == expected, 0.0, error).nan_to_num_(nan=math.inf)
+        bound = torch.as_tensor(bound, dtype=error.dtype).expand_as(error)
+        largest = float(error.max())
+        if largest == 0.0:
+            return  # nothing to compare: every element is exact
+        if bool((bound > 0).all()):
+            ratio = error / bound
+        else:
+            ratio = torch.where(bound > 0, error / bound, torch.where(error > 0, math.inf, 0.0))
         flat = ratio.reshape(-1)
         worst = int(torch.argmax(flat))
         self.violations += int((flat > 1).sum())
-        self.max_error = max(self.max_error, float(error.max()))
-        scale = expected.abs().clamp_min(torch.finfo(torch.float64).tiny)
-        self.max_rel_error = max(self.max_rel_error, float((error / scale).max()))
-        step = max(1, flat.numel() // _SAMPLED_RATIOS)
-        self.ratios.append(flat[::step][torch.isfinite(flat[::step])].clone())
+        self.max_error = max(self.max_error, largest)
+        if relative:
+            scale = expected.abs().clamp_min_(torch.finfo(torch.float64).tiny)
+            self.max_rel_error = max(self.max_rel_error, float((error / scale).max()))
+        if len(self.ratios) < _MAX_SAMPLED_CHUNKS:
+            step = max(1, flat.numel() // _SAMPLED_RATIOS)
+            sample = flat[::step]
+            self.ratios.append(sample[torch.isfinite(sample)].clone())
         if float(flat[worst]) >= self.ratio:
             self.ratio = float(flat[worst])
             self.bound_at_worst = float(bound.reshape(-1)[worst])

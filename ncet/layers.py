@@ -124,6 +124,12 @@ def batch_norm_module(ctx: NodeContext) -> Mapped:
                         f"{type(bn).__name__}'s running_var is negative somewhere",
                         hint="a variance is never negative: check the loaded statistics")
     x = ctx.graph_tensor("input")
+    dtype = ctx.dtype(x)
+    if dtype is not None and dtype.is_floating_point and bool(
+            (bn.running_var.double() + bn.eps < torch.finfo(dtype).tiny).any()):
+        raise Rejection("constant-subnormal",
+                        f"running_var + eps is below the smallest normal {dtype} number",
+                        hint="use a larger eps")
     _require_rank(ctx, x, (1, 2) if isinstance(bn, nn.BatchNorm1d) else (3,), type(bn).__name__)
     return Mapped("BatchNorm", (x,), {
         "mean": ctx.lift_module_tensor("running_mean"),
