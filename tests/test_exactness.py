@@ -201,3 +201,42 @@ def test_constants_the_bounds_cannot_cover_are_rejected(build, shape, code):
     with pytest.raises(ncet.SupportBoundaryError) as info:
         ncet.convert(build(), shape)
     assert info.value.code == code
+
+
+class StridedHugeWeightBatchNorm(nn.Module):
+    """BatchNorm after a transpose (PyTorch normalises first, then scales): an underflowing
+    intermediate multiplied by a huge weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(3)
+        with torch.no_grad():
+            self.bn.weight.fill_(1e35)
+            self.bn.running_var.fill_(1e10)
+
+    def forward(self, x):
+        return self.bn(x.transpose(1, 2)).transpose(1, 2)
+
+
+class LargeAlphaTinyConstant(nn.Module):
+    def forward(self, x):
+        return torch.add(x, 3e-40, alpha=1e30)
+
+
+@pytest.mark.parametrize(("model", "shape", "x"), [
+    (StridedHugeWeightBatchNorm, (4, 3),
+     torch.tensor([[1e-30, 2e-31, -3e-32]] * 4) * torch.logspace(-10, 0, 8).reshape(-1, 1, 1)),
+    (LargeAlphaTinyConstant, (4,), None),
+], ids=["BatchNorm: huge weight after underflow", "x + alpha*c: c rounds to a subnormal"])
+def test_underflow_near_huge_constants_is_covered(model, shape, x):
+    m = model().eval()
+    inputs = () if x is None else (x,)
+    assert ncet.check_exactness(m, ncet.convert(m, shape), *inputs).ok
+
+
+def test_batch_norm_with_subnormal_variance_is_rejected():
+    bn = nn.BatchNorm1d(2, eps=1e-40).eval()
+    bn.running_var.zero_()
+    with pytest.raises(ncet.SupportBoundaryError) as info:
+        ncet.convert(bn, (2,))
+    assert info.value.code == "constant-subnormal"
