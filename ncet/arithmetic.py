@@ -96,7 +96,9 @@ def read_arithmetic_model() -> ArithmeticModel:
         certified = False
         notes.append("NOT CERTIFIED: denormals-are-zero is on (torch.set_flush_denormal(True)): "
                      "subnormal inputs and constants read as zero")
-    if flags["mkldnn.enabled"] == "False" and flags["nnpack.enabled"] == "True":
+    flags["mkldnn.available"] = str(torch.backends.mkldnn.is_available())
+    if "False" in (flags["mkldnn.enabled"], flags["mkldnn.available"]) \
+            and flags["nnpack.enabled"] == "True":
         certified = False
         notes.append("NOT CERTIFIED: oneDNN is disabled, so float32 convolutions may run "
                      "in NNPACK (Winograd/FFT), whose error the Conv2d bound does not cover")
