@@ -1,0 +1,131 @@
+"""Benchmark check_exactness against its floor (one float32 forward + one float64 evaluate)
+and its peak memory at 1x and 10x the samples.
+
+Usage: python benchmarks/exactness.py [--samples 256] [--repeats 3] [--json out.json]
+Ratios are measured in one run on this machine; they are not assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+
+import torch
+from torch import nn
+
+import ncet
+from ncet.examples import ResidualBlock, load_example
+
+
+class DeepResidualCNN(nn.Module):
+    """The bundled residual CNN's blocks stacked deeper: 8 residual blocks at 16 channels."""
+
+    def __init__(self, blocks: int = 8):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU())
+        self.blocks = nn.Sequential(*[ResidualBlock(16, 16) for _ in range(blocks)])
+        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(16, 10))
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+def build(name: str) -> tuple[nn.Module, tuple[int, ...]]:
+    if name == "deep_residual_cnn":
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            return DeepResidualCNN().eval(), (3, 32, 32)
+    model, shapes = load_example(name)
+    return model, shapes[0]
+
+
+def median_time(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def timing(name: str, samples: int, repeats: int) -> dict:
+    model, shape = build(name)
+    ir = ncet.convert(model, shape)
+    x = torch.randn(samples, *shape, generator=torch.Generator().manual_seed(0))
+    x = x * torch.logspace(-6, 4, samples).reshape(-1, *[1] * len(shape))
+
+    def floor():
+        with torch.no_grad():
+            model(x)
+        ncet.evaluate(ir, x)
+
+    floor_s = median_time(floor, repeats)
+    check_s = median_time(lambda: ncet.check_exactness(model, ir, x), repeats)
+    return {"model": name, "nodes": len(ir.nodes), "samples": samples,
+            "floor_s": floor_s, "check_s": check_s, "ratio": check_s / floor_s}
+
+
+def peak_memory(name: str, samples: int, mmap_threshold: bool) -> float:
+    """Growth of peak RSS (MiB) while a fresh process runs check_exactness on `samples`.
+
+    With `mmap_threshold`, glibc's malloc gets a fixed mmap threshold
+    (MALLOC_MMAP_THRESHOLD_=1 MiB), so freed large buffers go back to the system; by
+    default glibc raises the threshold dynamically and keeps freed chunk buffers in its
+    heap, which shows as growth that is fragmentation, not live data.
+    """
+    code = f"from benchmarks.exactness import _peak; _peak({name!r}, {samples})"
+    env = dict(os.environ)
+    if mmap_threshold:
+        env["MALLOC_MMAP_THRESHOLD_"] = str(2 ** 20)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, env=env, cwd=os.path.dirname(os.path.dirname(
+                             os.path.abspath(__file__))))
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def _peak(name: str, samples: int) -> None:
+    model, shape = build(name)
+    ir = ncet.convert(model, shape)
+    x = torch.randn(samples, *shape, generator=torch.Generator().manual_seed(0))
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    ncet.check_exactness(model, ir, x, chunk_size=64)
+    after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    print(f"{max(after - before, 0) / 1024:.1f}")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--samples", type=int, default=256)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args()
+    results = []
+    print(f"{'model':<20}{'nodes':>6}{'samples':>9}{'floor s':>9}{'check s':>9}{'ratio':>7}"
+          f"  peak RSS growth MiB at 1x / 10x samples: glibc default | fixed mmap threshold")
+    for name in ("residual_cnn", "deep_residual_cnn"):
+        row = timing(name, args.samples, args.repeats)
+        for tag, fixed in (("default", False), ("mmap", True)):
+            row[f"peak_mib_1x_{tag}"] = peak_memory(name, args.samples, fixed)
+            row[f"peak_mib_10x_{tag}"] = peak_memory(name, 10 * args.samples, fixed)
+        results.append(row)
+        print(f"{name:<20}{row['nodes']:>6}{row['samples']:>9}{row['floor_s']:>9.3f}"
+              f"{row['check_s']:>9.3f}{row['ratio']:>7.2f}  "
+              f"{row['peak_mib_1x_default']:>8.1f} / {row['peak_mib_10x_default']:<8.1f}| "
+              f"{row['peak_mib_1x_mmap']:>8.1f} / {row['peak_mib_10x_mmap']:.1f}")
+    print("floor = one float32 forward of the model + one float64 ncet.evaluate on the same "
+          "samples; target (DESIGN section 5): ratio <= 4 and memory flat in the samples")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(results, f, indent=2)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
