@@ -20,7 +20,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
-from .arithmetic import SMALLEST_NORMAL, ArithmeticModel, read_arithmetic_model
+from .arithmetic import (
+    SMALLEST_NORMAL,
+    UNIT_ROUNDOFF,
+    ArithmeticModel,
+    gamma,
+    read_arithmetic_model,
+)
 from .evaluate import EVALUATORS
 from .ir import OP_SCHEMAS, IRNode
 
@@ -272,16 +278,45 @@ class Rounding:
             + self.k * eta + 2 * eta * self.exposed
 
 
-def rounding(node: IRNode, abs_inputs: Tensors, abs_consts: Consts,
-             consts: Consts) -> Rounding:
-    """Evaluate a node's rule on absolute inputs and constants (`consts`: original dtypes)."""
+def rounding(node: IRNode, abs_inputs: Tensors, abs_consts: Consts, consts: Consts,
+             magnitude: torch.Tensor | None = None) -> Rounding:
+    """Evaluate a node's rule on absolute inputs and constants (`consts`: original dtypes);
+    `magnitude`, when given, is an upper bound on S computed elsewhere."""
     rule = BOUND_RULES[node.op_type]
     if rule.magnitude is None:
         return Rounding(0, None, 0.0)
     shapes = [tuple(x.shape[1:]) for x in abs_inputs]
     exposed = rule.exposed(node, abs_inputs, abs_consts) if rule.exposed else 0.0
-    return Rounding(rule.roundings(node, shapes, consts),
-                    rule.magnitude(node, abs_inputs, abs_consts), exposed)
+    if magnitude is None:
+        magnitude = rule.magnitude(node, abs_inputs, abs_consts)
+    return Rounding(rule.roundings(node, shapes, consts), magnitude, exposed)
+
+
+FLOAT32_DOT_OPS = ("Linear", "Conv2d")
+"""Ops whose magnitudes and carried radii may be computed in float32 and rounded up."""
+
+_F32 = torch.float32
+
+
+def round_up_to_float32(values: torch.Tensor) -> torch.Tensor | None:
+    """Float32 values >= the non-negative float64 `values` (None when they overflow)."""
+    up = (values.to(_F32) + 2.0 ** -149) * (1 + 2.0 ** -22)
+    return up if bool(torch.isfinite(up).all()) else None
+
+
+def dot_upper_bound(node: IRNode, abs_inputs32: Tensors, abs_consts32: Consts,
+                    carry: bool) -> torch.Tensor | None:
+    """S (or, with `carry`, the carried radius) of a Linear/Conv2d node computed in float32
+    from non-negative float32 operands and rounded up into float64: with n terms,
+    |fl32(S) - S| <= gamma_n S + n eta, so S <= (fl32(S) + n eta) / (1 - gamma_n).
+    Returns None when float32 overflows (the caller then computes in float64)."""
+    rule = BOUND_RULES[node.op_type]
+    value = (rule.carry if carry else rule.magnitude)(node, abs_inputs32, abs_consts32)
+    if not bool(torch.isfinite(value).all()):
+        return None
+    n = abs_consts32[node.attrs["weight"]][0].numel() + 1
+    return (value.to(torch.float64) + n * SMALLEST_NORMAL[_F32]) \
+        / (1 - gamma(n, UNIT_ROUNDOFF[_F32]))
 
 
 def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtype,

@@ -11,7 +11,15 @@ import torch.fx
 from torch import nn
 
 from .arithmetic import ArithmeticModel, read_arithmetic_model
-from .bounds import BOUND_RULES, SAFETY, Rounding, rounding
+from .bounds import (
+    BOUND_RULES,
+    FLOAT32_DOT_OPS,
+    SAFETY,
+    Rounding,
+    dot_upper_bound,
+    round_up_to_float32,
+    rounding,
+)
 from .conversion import convert
 from .evaluate import EVALUATORS
 from .exactness_report import ExactnessEntry, ExactnessReport, NodeStats, OutputEntry
@@ -125,6 +133,8 @@ class _Checker:
         self.local, self.end_to_end = local, end_to_end
         self.consts = {k: v.to(_F64) for k, v in ir.constants.items()}
         self.abs_consts = {k: v.abs() for k, v in self.consts.items()}
+        self.abs_consts32 = {k: v.abs() for k, v in ir.constants.items()
+                             if v.dtype == torch.float32}
         self.nodes = list(gm.graph.nodes)
         self.fx_by_name = {n.name: n for n in self.nodes}
         self.ir_nodes = {n.name: n for n in ir.nodes if n.op_type not in ("Input", "Output")}
@@ -190,13 +200,25 @@ class _Checker:
             stats.note("PyTorch's value is not a tensor")
             ref[node.name] = radius[node.name] = None
             return
-        ins = [fx_env[self.fx_by_name[name]].to(_F64) for name in node.inputs]
-        r = rounding(node, [x.abs() for x in ins], self.abs_consts, self.ir.constants)
+        raw = [fx_env[self.fx_by_name[name]] for name in node.inputs]
+        ins = [x.to(_F64) for x in raw]
+        magnitude = None
+        if self._float32_dot(node, raw):
+            magnitude = dot_upper_bound(node, [x.abs() for x in raw], self.abs_consts32, False)
+        r = rounding(node, [x.abs() for x in ins], self.abs_consts, self.ir.constants,
+                     magnitude)
         t = torch_value.to(_F64)
         if self.local:
             self._local(node, stats, t, ins, r)
         if self.end_to_end:
             self._end_to_end(node, stats, t, ref, radius, r)
+
+    def _float32_dot(self, node: IRNode, raw: list[torch.Tensor]) -> bool:
+        """Linear/Conv2d with float32 operands: magnitudes and radii are computed in float32
+        and rounded up (the dot products dominate the cost of the check)."""
+        return node.op_type in FLOAT32_DOT_OPS and all(x.dtype == torch.float32 for x in raw) \
+            and node.attrs["weight"] in self.abs_consts32 \
+            and (node.attrs["bias"] is None or node.attrs["bias"] in self.abs_consts32)
 
     def _local(self, node: IRNode, stats, t, ins, r: Rounding) -> None:
         try:
@@ -224,9 +246,14 @@ class _Checker:
         try:
             value = EVALUATORS[node.op_type](node, ins_ref, self.consts)
             radii = [e.expand_as(x) for e, x in zip(ins_radius, ins_ref)]
+            carried = None
             if all(e.dim() == 0 and float(e) == 0 for e in ins_radius):
                 carried = torch.zeros((), dtype=_F64)  # exact inputs carry no error
-            else:
+            elif node.op_type in FLOAT32_DOT_OPS and node.dtype == "float32":
+                up = [round_up_to_float32(e) for e in radii]
+                if all(e is not None for e in up) and self._float32_dot(node, up):
+                    carried = dot_upper_bound(node, up, self.abs_consts32, True)
+            if carried is None:
                 carried = rule.carry(node, radii, self.abs_consts)
         except Exception as exc:
             stats.note(f"end to end: the IR node fails on the reference inputs: {exc}")
