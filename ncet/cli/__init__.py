@@ -1,0 +1,33 @@
+"""The `ncet` command: inspect, check, convert, show and report on models from the shell."""
+
+from __future__ import annotations
+
+import sys
+
+from .commands import UsageError
+from .parser import build_parser
+
+__all__ = ["build_parser", "main"]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the `ncet` command; returns the exit status.
+
+    Args:
+        argv: The arguments after the program name; `sys.argv[1:]` when None.
+
+    Returns:
+        0 on success, 1 when the model is rejected, a check fails or a file is malformed.
+
+    Raises:
+        SystemExit: With status 2 for usage errors (argparse's convention), after printing
+            the usage and what to type instead.
+    """
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    try:
+        return args.run(args)
+    except UsageError as error:
+        args.parser.error(str(error))  # exits with status 2
+        raise AssertionError("unreachable") from error

@@ -1,0 +1,223 @@
+"""The subcommands of `ncet`: each takes the parsed arguments and returns the exit status."""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import importlib.util
+import math
+import shlex
+import sys
+from pathlib import Path
+
+import torch
+
+from .. import check_exactness, diagnose, evaluate, load, save
+from ..errors import GraphIRFormatError
+from ..exactness import DEFAULT_SCALES
+from ..exactness_report import ExactnessReport
+from ..examples import EXAMPLES, load_example
+from ..html_report import render_report, verdict
+from ..report import ConversionReport
+from .progress import ProgressBar
+from .records import conversion_record, document, dumps, exactness_record, graph_record
+from .targets import Target, TargetError, load_target
+
+OK, FAILED = 0, 1
+"""Exit statuses; argparse and UsageError give 2."""
+
+PROGRESS_STEPS = 20
+"""About how many chunks check_exactness runs in, so the progress bar moves smoothly."""
+
+
+class UsageError(Exception):
+    """The arguments parse but do not name something usable; reported as exit status 2."""
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    """`ncet demo [EXAMPLE]`: convert a bundled model, print its table, evaluate the IR."""
+    model, shapes = load_example(args.example)
+    report = diagnose(model, *shapes)
+    worst = _evaluate_against_eager(model, report, shapes) if report.ok else None
+    if args.json:
+        _print_json("demo", target=args.example, input_shapes=[list(s) for s in shapes],
+                    eval=False, ok=report.ok, conversion=conversion_record(report),
+                    evaluate=None if worst is None else {"samples": 8, "dtype": "float64",
+                                                         "max_abs_difference": worst})
+        return _status(report.ok)
+    print(f"NCET demo: {args.example} - {EXAMPLES[args.example].description}")
+    print(f"per-sample input shape(s): {', '.join(str(list(s)) for s in shapes)}\n")
+    print(report.table())
+    print()
+    print(report.summary())
+    for row in report.errors:
+        print(f"- {row.message}")
+    if worst is not None:
+        print(f"GraphIR: {len(report.graph.nodes)} nodes, {len(report.graph.constants)} "
+              f"constants; max |evaluate(ir) - model(x)| in float64 on 8 inputs: {worst:.3g}")
+    return _status(report.ok)
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    """`ncet inspect TARGET`: the mapping table, every problem, a one-line verdict."""
+    target = _load(args)
+    report = diagnose(target.model, *target.input_shapes)
+    if args.json:
+        _print_json("inspect", **_about(target, args), ok=report.ok,
+                    conversion=conversion_record(report))
+    else:
+        _print_conversion(target, report)
+    return _status(report.ok)
+
+
+def run_check(args: argparse.Namespace) -> int:
+    """`ncet check TARGET`: convert, then check_exactness with a progress bar."""
+    target = _load(args)
+    report = diagnose(target.model, *target.input_shapes)
+    exactness = _check(args, target, report) if report.ok else None
+    ok = exactness is not None and exactness.ok
+    if args.json:
+        _print_json("check", **_about(target, args), ok=ok,
+                    conversion=conversion_record(report),
+                    exactness=None if exactness is None else exactness_record(exactness))
+    elif exactness is None:
+        _print_conversion(target, report)
+        print("not checked for exactness: the model does not convert")
+    else:
+        print(f"{target.text}: {report.summary()}\n")
+        print(exactness.table())
+        print()
+        print(exactness.summary())
+    return _status(ok)
+
+
+def run_convert(args: argparse.Namespace) -> int:
+    """`ncet convert TARGET -o FILE`: save the GraphIR, or list every problem."""
+    target = _load(args)
+    report = diagnose(target.model, *target.input_shapes)
+    written = None
+    if report.ok:
+        try:
+            save(report.graph, args.output)
+        except OSError as error:
+            raise UsageError(f"cannot write {args.output!r}: {error.strerror or error}. "
+                             "Give a writable path, e.g. -o model.ncet") from error
+        written = {"path": args.output, "bytes": Path(args.output).stat().st_size,
+                   "nodes": len(report.graph.nodes), "constants": len(report.graph.constants)}
+    if args.json:
+        _print_json("convert", **_about(target, args), ok=report.ok,
+                    conversion=conversion_record(report), output=written)
+    elif written is None:
+        _print_problems(target, report)
+        print(f"nothing written to {args.output}")
+    else:
+        print(f"{target.text}: {report.summary()}")
+        print(f"wrote {args.output}: GraphIR with {written['nodes']} nodes and "
+              f"{written['constants']} constants ({written['bytes']:,} bytes)")
+    return _status(report.ok)
+
+
+def run_show(args: argparse.Namespace) -> int:
+    """`ncet show FILE`: print a saved GraphIR; a malformed file is exit status 1."""
+    try:
+        ir = load(args.file)
+    except GraphIRFormatError as error:
+        if args.json:
+            _print_json("show", path=args.file, ok=False, error=str(error), graph=None)
+        print(f"ncet show: error: {error}", file=sys.stderr)
+        return FAILED
+    except FileNotFoundError as error:
+        raise UsageError(f"no file {args.file!r}. Give the path of a GraphIR file, as "
+                         "written by `ncet convert TARGET -o model.ncet`") from error
+    except OSError as error:
+        raise UsageError(f"cannot read {args.file!r}: {error.strerror or error}") from error
+    if args.json:
+        _print_json("show", path=args.file, ok=True, error=None, graph=graph_record(ir))
+    else:
+        print(repr(ir))
+    return OK
+
+
+def run_report(args: argparse.Namespace) -> int:
+    """`ncet report TARGET -o FILE`: one self-contained HTML report, even for a rejected
+    model."""
+    target = _load(args)
+    report = diagnose(target.model, *target.input_shapes)
+    exactness = _check(args, target, report) if report.ok else None
+    if importlib.util.find_spec("matplotlib") is None:
+        print("ncet report: matplotlib is not installed, so the report has no plots "
+              "(pip install 'ncet[report]')", file=sys.stderr)
+    command = shlex.join(["ncet", *getattr(args, "argv", ())])
+    page = render_report(report, exactness, title=target.text,
+                         input_shapes=target.input_shapes, command=command)
+    try:
+        Path(args.output).write_text(page, encoding="utf-8")
+    except OSError as error:
+        raise UsageError(f"cannot write {args.output!r}: {error.strerror or error}. "
+                         "Give a writable path, e.g. -o report.html") from error
+    ok = exactness is not None and exactness.ok
+    if args.json:
+        _print_json("report", **_about(target, args), ok=ok,
+                    conversion=conversion_record(report),
+                    exactness=None if exactness is None else exactness_record(exactness),
+                    output={"path": args.output, "bytes": len(page.encode())})
+    else:
+        print(f"{target.text}: {verdict(report, exactness)[1]}")
+        print(f"wrote {args.output}")
+    return _status(ok)
+
+
+def _load(args: argparse.Namespace) -> Target:
+    try:
+        return load_target(args.target, tuple(args.input_shapes), args.eval)
+    except TargetError as error:
+        raise UsageError(str(error)) from error
+
+
+def _check(args: argparse.Namespace, target: Target, report: ConversionReport
+           ) -> ExactnessReport:
+    samples = args.samples * len(DEFAULT_SCALES)
+    chunk = max(1, min(64, math.ceil(samples / PROGRESS_STEPS)))
+    progress = False if args.quiet else ProgressBar(
+        f"checking {len(report.graph.nodes)} nodes on {samples} samples")
+    return check_exactness(target.model, report.graph, samples_per_scale=args.samples,
+                           seed=args.seed, chunk_size=chunk, progress=progress)
+
+
+def _evaluate_against_eager(model, report: ConversionReport, shapes) -> float:
+    generator = torch.Generator().manual_seed(0)
+    inputs = [torch.randn((8, *s), generator=generator, dtype=torch.float64) for s in shapes]
+    with torch.no_grad():
+        eager = copy.deepcopy(model).double()(*inputs)
+    reference = evaluate(report.graph, *inputs)
+    eager = eager if isinstance(eager, tuple) else (eager,)
+    reference = reference if isinstance(reference, tuple) else (reference,)
+    return max((r - e).abs().max().item() for r, e in zip(reference, eager))
+
+
+def _about(target: Target, args: argparse.Namespace) -> dict:
+    return {"target": target.text, "input_shapes": [list(s) for s in target.input_shapes],
+            "eval": args.eval}
+
+
+def _print_conversion(target: Target, report: ConversionReport) -> None:
+    print(report.table())
+    print()
+    _print_problems(target, report)
+
+
+def _print_problems(target: Target, report: ConversionReport) -> None:
+    if report.errors:
+        print(f"{len(report.errors)} problem(s):")
+        for row in report.errors:
+            print(f"- {row.message}")
+        print()
+    print(f"{target.text}: {report.summary()}")
+
+
+def _print_json(command: str, **fields) -> None:
+    print(dumps(document(command, **fields)))
+
+
+def _status(ok: bool) -> int:
+    return OK if ok else FAILED

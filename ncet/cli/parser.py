@@ -1,0 +1,163 @@
+"""The argument parser of the `ncet` command: subcommands, options, help and usage errors."""
+
+from __future__ import annotations
+
+import argparse
+import re
+import textwrap
+
+from ..examples import EXAMPLES
+from . import commands
+from .records import ncet_version
+from .targets import FORMS_HELP
+
+DESCRIPTION = """\
+Convert a PyTorch model to GraphIR, report every node that does not convert and why, and
+certify that the conversion is exact."""
+
+EPILOG = f"""\
+examples:
+  ncet demo                                     a bundled model, converted and evaluated
+  ncet inspect mypkg.models:Net --input-shape 3,32,32 --eval
+  ncet check models.py:build --input-shape 16 --eval
+  ncet convert mlp -o mlp.ncet && ncet show mlp.ncet
+  ncet report residual_cnn -o report.html       one self-contained HTML file
+
+{textwrap.fill(FORMS_HELP, 88)}
+
+exit status: 0 success; 1 the model is rejected, an exactness check fails or a file is
+malformed; 2 usage error (bad arguments, or a TARGET that cannot be loaded).
+
+Run `ncet COMMAND --help` for a command's options."""
+
+COMMAND_EXAMPLES = {
+    "demo": ("ncet demo", "ncet demo many_problems", "ncet demo lenet --json"),
+    "inspect": ("ncet inspect mypkg.models:Net --input-shape 3,32,32 --eval",
+                "ncet inspect models.py:two_inputs --input-shape 4 --input-shape 4",
+                "ncet inspect many_problems --json"),
+    "check": ("ncet check models.py:build --input-shape 16 --eval",
+              "ncet check residual_cnn --samples 8 --json"),
+    "convert": ("ncet convert mypkg.models:Net --input-shape 3,32,32 --eval -o net.ncet",),
+    "show": ("ncet show net.ncet", "ncet show net.ncet --json"),
+    "report": ("ncet report residual_cnn -o report.html",
+               "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html"),
+}
+"""Shown under each command's --help."""
+
+_SHAPE = re.compile(r"\s*\d+\s*(,\s*\d+\s*)*,?\s*")
+
+
+def input_shape(text: str) -> tuple[int, ...]:
+    """Parse `3,32,32` into (3, 32, 32); the argparse type of --input-shape."""
+    inner = text.strip()
+    if inner[:1] in "([" and inner[-1:] in ")]":
+        inner = inner[1:-1]
+    if not _SHAPE.fullmatch(inner) or any(int(d) == 0 for d in inner.split(",") if d.strip()):
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not a per-sample shape. Type positive integers separated by commas, "
+            "without the batch axis, e.g. --input-shape 3,32,32 (one --input-shape per "
+            "forward() argument)")
+    return tuple(int(d) for d in inner.split(",") if d.strip())
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command-line interface."""
+    parser = argparse.ArgumentParser(
+        prog="ncet", description=DESCRIPTION, epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"ncet {ncet_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                title="commands")
+
+    target = _target_options()
+    json_only = argparse.ArgumentParser(add_help=False)
+    json_only.add_argument("--json", action="store_true",
+                           help="print one JSON object on stdout (stable keys) instead of text")
+    checking = _check_options()
+
+    demo = _command(sub, "demo", commands.run_demo, [json_only],
+                    "convert a bundled model, print its mapping table and evaluate it",
+                    "Convert a bundled example model, print its per-node mapping table and "
+                    "compare evaluate(ir) with the model itself in float64.")
+    demo.add_argument("example", nargs="?", default="residual_cnn", choices=sorted(EXAMPLES),
+                      metavar="EXAMPLE", help="which bundled model: "
+                      f"{', '.join(sorted(EXAMPLES))} (default: residual_cnn)")
+
+    _command(sub, "inspect", commands.run_inspect, [target, json_only],
+             "print the mapping table and whether the model converts",
+             "Print what NCET makes of every FX node of the model, every problem with its "
+             "reason and hint, and a one-line verdict. Exit status 0 when the model converts, "
+             "1 when it is rejected.")
+    _command(sub, "check", commands.run_check, [target, checking, json_only],
+             "convert, then certify exactness node by node",
+             "Convert the model, then run check_exactness: every node's PyTorch value against "
+             "the GraphIR reference, within the certified floating-point bound. Prints the "
+             "per-node table and the verdict. Exit status 0 when exact, 1 otherwise.")
+    convert = _command(sub, "convert", commands.run_convert, [target, json_only],
+                       "convert and save the GraphIR to a file",
+                       "Convert the model and save its GraphIR to one self-contained file "
+                       "(read it back with `ncet show` or ncet.load). Exit status 1, and no "
+                       "file written, when the model is rejected.")
+    convert.add_argument("-o", "--output", required=True, metavar="FILE",
+                         help="where to write the GraphIR, e.g. model.ncet")
+    show = _command(sub, "show", commands.run_show, [json_only],
+                    "print a saved GraphIR file",
+                    "Load a GraphIR file written by `ncet convert` or ncet.save (nothing in it "
+                    "is executed) and print its constants and nodes. Exit status 1 when the "
+                    "file is malformed.")
+    show.add_argument("file", metavar="FILE", help="a GraphIR file, e.g. model.ncet")
+    report = _command(sub, "report", commands.run_report, [target, checking, json_only],
+                      "write one self-contained HTML report",
+                      "Write one self-contained HTML file (no network, no JavaScript) with the "
+                      "mapping table, the support-boundary reasons, the exactness results "
+                      "with plots, and the arithmetic model. A rejected model still gets a "
+                      "report. Plots need matplotlib: pip install 'ncet[report]'. Exit status "
+                      "0 when the model converts and is exact, 1 otherwise.")
+    report.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="where to write the report, e.g. report.html")
+    return parser
+
+
+def _command(sub, name: str, run, parents, summary: str, description: str):
+    lines = [f"  {line}" for line in COMMAND_EXAMPLES[name]]
+    epilog = "examples:\n" + "\n".join(lines)
+    if name not in ("demo", "show"):
+        epilog += "\n\n" + textwrap.fill(FORMS_HELP, 88)
+    command = sub.add_parser(name, parents=parents, help=summary,
+                             description=textwrap.fill(description, 88), epilog=epilog,
+                             formatter_class=argparse.RawDescriptionHelpFormatter)
+    command.set_defaults(run=run, parser=command)
+    return command
+
+
+def _target_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("target", metavar="TARGET", help=(
+        "the model: package.module:factory, path/to/file.py:factory, or a bundled example "
+        "name (see `ncet demo --help`)"))
+    options.add_argument("--input-shape", action="append", type=input_shape, default=[],
+                         metavar="SHAPE", dest="input_shapes", help=(
+                             "per-sample shape of one forward() argument, without the batch "
+                             "axis, e.g. 3,32,32; repeat for several arguments (a bundled "
+                             "example has its own)"))
+    options.add_argument("--eval", action="store_true", help=(
+        "call model.eval() before converting (otherwise the model keeps the mode its factory "
+        "gave it, and training-mode BatchNorm or dropout is rejected)"))
+    return options
+
+
+def _check_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    options.add_argument("--samples", type=_positive, default=32, metavar="N", help=(
+        "generated input samples per scale (three scales: 1e-6, 1, 1e4; default 32)"))
+    options.add_argument("--seed", type=int, default=0, metavar="N",
+                         help="seed of the generated inputs (default 0)")
+    options.add_argument("-q", "--quiet", action="store_true",
+                         help="no progress bar on stderr")
+    return options
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer, e.g. --samples 8")
+    return int(text)

@@ -1,0 +1,148 @@
+"""The JSON records the `--json` option prints: plain dicts with stable keys.
+
+The keys are spelled out here rather than taken from the dataclasses, so renaming a field
+inside the library does not silently change what scripts read. Non-finite floats (an infinite
+ratio where a bound is zero) are written as the strings "inf", "-inf" and "nan", so the output
+is strict JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from importlib import metadata
+from typing import Any
+
+from ..exactness_report import ExactnessEntry, ExactnessReport, OutputEntry
+from ..ir import GraphIR, IRNode, describe_tensor
+from ..report import STATUSES, ConversionReport, Row
+
+SCHEMA_VERSION = 1
+"""Bumped when a key is removed or changes meaning (new keys may appear at any time)."""
+
+
+def ncet_version() -> str:
+    """The installed package's version, or "unknown" when running from a bare checkout."""
+    try:
+        return metadata.version("ncet")
+    except metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def document(command: str, **fields: Any) -> dict[str, Any]:
+    """The top-level object every command prints: what ran, then its results."""
+    return {"schema_version": SCHEMA_VERSION, "ncet_version": ncet_version(),
+            "command": command, **fields}
+
+
+def dumps(value: Any) -> str:
+    """Strict JSON text (no NaN or Infinity literals), indented for people too."""
+    return json.dumps(_finite(value), indent=2, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
+
+
+def row_record(row: Row) -> dict[str, Any]:
+    """One FX node of a ConversionReport."""
+    return {
+        "node": row.fx_name, "fx_op": row.fx_op, "spelling": row.spelling,
+        "module_path": row.module_path, "module_type": row.module_type,
+        "op_type": row.op_type, "status": row.status, "code": row.code,
+        "message": row.message, "hint": row.hint,
+        "shape": None if row.shape is None else list(row.shape), "location": row.location,
+    }
+
+
+def conversion_record(report: ConversionReport) -> dict[str, Any]:
+    """A ConversionReport: verdict, counts per status, every row and every problem."""
+    graph = report.graph
+    return {
+        "ok": report.ok,
+        "summary": report.summary(),
+        "counts": {s: sum(1 for r in report.rows if r.status == s) for s in STATUSES},
+        "rows": [row_record(r) for r in report.rows],
+        "problems": [row_record(r) for r in report.errors],
+        "graph": None if graph is None else {"nodes": len(graph.nodes),
+                                             "constants": len(graph.constants)},
+    }
+
+
+def entry_record(entry: ExactnessEntry) -> dict[str, Any]:
+    """One IR node's node-local and end-to-end results."""
+    return {
+        "node": entry.name, "op_type": entry.op_type, "fx_node": entry.fx_name,
+        "fx_op": entry.fx_op, "spelling": entry.spelling, "location": entry.location,
+        "violated": entry.violated,
+        "local": {"max_error": entry.local_max_error, "bound": entry.local_bound,
+                  "ratio": entry.local_ratio, "median_ratio": entry.local_median_ratio,
+                  "ulps": entry.local_ulps, "violations": entry.local_violations},
+        "end_to_end": {"max_error": entry.e2e_max_error, "bound": entry.e2e_bound,
+                       "ratio": entry.e2e_ratio, "median_ratio": entry.e2e_median_ratio,
+                       "violations": entry.e2e_violations},
+        "note": entry.note,
+    }
+
+
+def output_record(output: OutputEntry) -> dict[str, Any]:
+    """One model output: eager model(x) against the reference graph."""
+    return {"output": output.name, "max_error": output.max_error, "bound": output.bound,
+            "ratio": output.ratio, "violations": output.violations}
+
+
+def exactness_record(report: ExactnessReport) -> dict[str, Any]:
+    """An ExactnessReport: verdict, arithmetic model, per node and per output."""
+    first = report.first_violation
+    arithmetic = report.arithmetic
+    return {
+        "ok": report.ok,
+        "summary": report.summary(),
+        "samples": report.samples,
+        "inputs": report.inputs,
+        "traced_differs": report.traced_differs,
+        "first_violation": None if first is None else first.name,
+        "arithmetic": {"certified": arithmetic.certified, "operand_u": arithmetic.operand_u,
+                       "flags": dict(arithmetic.flags), "notes": list(arithmetic.notes)},
+        "tightness": {op: {"median_ratio": median, "worst_ratio": worst}
+                      for op, (median, worst) in report.tightness().items()},
+        "nodes": [entry_record(e) for e in report.entries],
+        "outputs": [output_record(o) for o in report.outputs],
+    }
+
+
+def node_record(node: IRNode) -> dict[str, Any]:
+    """One GraphIR node, with its FX provenance."""
+    s = node.source
+    return {
+        "name": node.name, "op_type": node.op_type, "inputs": list(node.inputs),
+        "attrs": {k: _plain(v) for k, v in node.attrs.items()},
+        "shape": None if node.shape is None else list(node.shape), "dtype": node.dtype,
+        "source": {"fx_node": s.fx_name, "fx_op": s.fx_op, "spelling": s.target,
+                   "module_path": s.module_path, "module_type": s.module_type,
+                   "location": s.location},
+    }
+
+
+def graph_record(ir: GraphIR) -> dict[str, Any]:
+    """A GraphIR: inputs, outputs, nodes and a summary of each constant (not its values)."""
+    return {
+        "inputs": [n.name for n in ir.inputs],
+        "outputs": list(ir.outputs),
+        "nodes": [node_record(n) for n in ir.nodes],
+        "constants": [{"name": name, "dtype": str(t.dtype).removeprefix("torch."),
+                       "shape": list(t.shape), "summary": describe_tensor(t)}
+                      for name, t in ir.constants.items()],
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
