@@ -1,9 +1,22 @@
-"""The HTML report: self-contained and complete, with violations marked."""
+"""The HTML report: self-contained, complete, and rendered by headless Chromium.
+
+The browser tests need Debian's chromium (.ci/run installs it). Locally they skip without it;
+in CI (CI=true) a missing browser fails them. The screenshots land in artifacts/ (gitignored)
+for a person to look at.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 import ncet
 from ncet import exactness_plots
@@ -11,10 +24,104 @@ from ncet.examples import load_example
 from ncet.html_report import render_report, verdict
 from ncet.ir import GraphIR
 
+ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--no-first-run")
+NCET = str(Path(sys.executable).parent / "ncet")
+
+
+def chromium() -> str:
+    """The browser's path; skips the test locally without one, fails it in CI."""
+    found = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
+    if found:
+        return found
+    message = ("headless Chromium is not installed: apt-get install -y "
+               "--no-install-recommends chromium fonts-dejavu-core")
+    if os.environ.get("CI") == "true":
+        pytest.fail(message)
+    pytest.skip(message)
+
+
+def browse(page: Path, profile: Path, *options: str) -> subprocess.CompletedProcess:
+    """Run headless Chromium on a local file with a throwaway profile.
+
+    (The page has no scripts, checked above; JavaScript stays on because --dump-dom needs it.)
+    """
+    return subprocess.run(
+        [chromium(), *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *options,
+         page.resolve().as_uri()],
+        capture_output=True, text=True, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> dict[str, Path]:
+    """Reports written by the installed command: a converting model and a rejected one."""
+    folder = tmp_path_factory.mktemp("reports")
+    made = {}
+    for name, status in (("residual_cnn", 0), ("many_problems", 1)):
+        path = folder / f"{name}.html"
+        result = subprocess.run([NCET, "report", name, "--samples", "4", "-q", "-o", str(path),
+                                 "--json"], capture_output=True, text=True, timeout=600)
+        assert result.returncode == status, result.stderr
+        assert json.loads(result.stdout)["output"]["path"] == str(path)
+        made[name] = path
+    ARTIFACTS.mkdir(exist_ok=True)
+    shutil.copy(made["residual_cnn"], ARTIFACTS / "report.html")
+    return made
+
 
 def section(page: str, name: str) -> str:
     start = page.index(f'<section id="{name}">')
     return page[start:page.index("</section>", start)]
+
+
+def rows(html_text: str) -> list[str]:
+    """The body rows of the first table in `html_text`, as text with tags removed."""
+    body = html_text[html_text.index("<tbody>"):html_text.index("</tbody>")]
+    return [re.sub(r"<[^>]+>", " ", r) for r in re.findall(r"<tr[^>]*>(.*?)</tr>", body)]
+
+
+# --- the page itself -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["residual_cnn", "many_problems"])
+def test_the_report_is_self_contained(reports, name):
+    page = reports[name].read_text()
+    assert page.startswith("<!DOCTYPE html>")
+    for forbidden in ("<script", "<link", "<iframe", "@import", 'src="http'):
+        assert forbidden not in page.lower(), forbidden
+    assert not re.search(r"url\((?!#)", page), "only references inside the page"
+    assert all(target.startswith("#") for target in re.findall(r' href="([^"]*)"', page))
+
+
+def test_a_converting_model_gets_every_section(reports):
+    page = reports["residual_cnn"].read_text()
+    model, shapes = load_example("residual_cnn")
+    report = ncet.diagnose(model, *shapes)
+    mapping = rows(section(page, "mapping"))
+    assert len(mapping) == len(report.rows)
+    assert all(r.fx_name in line for r, line in zip(report.rows, mapping))
+    assert "converts; exact within the certified bounds on 12 samples" in page
+    exactness = section(page, "exactness")
+    assert exactness.count("<svg") == 1 and "block1_conv1 (Conv2d)" in exactness
+    assert len(rows(exactness[exactness.index("<h3>Per node"):])) == len(report.graph.nodes) - 2
+    assert "IEEE 754 binary arithmetic" in section(page, "arithmetic")
+    assert "Every FX node is inside the support boundary" in section(page, "boundary")
+
+
+def test_a_rejected_model_gets_its_reasons_grouped_by_code(reports):
+    page = reports["many_problems"].read_text()
+    model, shapes = load_example("many_problems")
+    report = ncet.diagnose(model, *shapes)
+    boundary = section(page, "boundary")
+    for row in report.errors:
+        group = boundary[boundary.index(f'id="reason-{row.code}"'):]
+        group = group[:group.index("</div>")]
+        assert row.fx_name in group and row.location in group and row.hint in group
+    assert "rejected: 7 problem(s) in 11 FX nodes" in page
+    assert "Not checked: the model does not convert" in section(page, "exactness")
+    assert "<svg" not in page and 'id="arithmetic"' not in page
 
 
 def seeded_fault() -> tuple[ncet.ConversionReport, ncet.ExactnessReport]:
@@ -51,14 +158,39 @@ def test_text_is_escaped():
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "a &amp; b" in page and "<b>x</b>" not in page
 
 
-def test_a_rejected_model_gets_its_reasons_and_no_exactness_section():
-    model, shapes = load_example("many_problems")
-    report = ncet.diagnose(model, *shapes)
-    page = render_report(report, title="many_problems", input_shapes=shapes)
-    boundary = section(page, "boundary")
-    for row in report.errors:
-        group = boundary[boundary.index(f'id="reason-{row.code}"'):]
-        group = group[:group.index("</div>")]
-        assert row.fx_name in group and row.location in group and row.hint in group
-    assert "Not checked: the model does not convert" in section(page, "exactness")
-    assert "<svg" not in page and "<script" not in page
+# --- in the browser --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, headline", [
+    ("residual_cnn", "converts; exact within the certified bounds"),
+    ("many_problems", "rejected: 7 problem(s)"),
+])
+def test_chromium_renders_the_rows_and_the_verdict(reports, tmp_path, name, headline):
+    result = browse(reports[name], tmp_path / "profile", "--dump-dom")
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    assert re.search(r'<div class="verdict (ok|bad)" id="verdict">' + re.escape(headline), dom)
+    model, shapes = load_example(name)
+    expected = ncet.diagnose(model, *shapes).rows
+    assert len(rows(section(dom, "mapping"))) == len(expected)
+    assert all(f'<td class="mono">{r.fx_name}</td>' in dom for r in expected)
+
+
+@pytest.mark.parametrize("name, png", [("residual_cnn", "report.png"),
+                                       ("many_problems", "report-rejected.png")])
+def test_chromium_screenshot(reports, tmp_path, name, png):
+    from PIL import Image
+
+    ARTIFACTS.mkdir(exist_ok=True)
+    shot = ARTIFACTS / png
+    shot.unlink(missing_ok=True)
+    result = browse(reports[name], tmp_path / "profile", f"--screenshot={shot}",
+                    "--window-size=1280,2000", "--hide-scrollbars")
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert shot.stat().st_size > 50_000
+    with Image.open(shot) as image:
+        assert image.size == (1280, 2000)
+        pixels = image.convert("RGB").resize((320, 500))
+        colors = pixels.getcolors(maxcolors=1 << 16) or []
+        ink = sum(n for n, c in colors if sum(c) < 600) / (320 * 500)
+    assert len(colors) > 100 and ink > 0.03, "the screenshot looks blank"
