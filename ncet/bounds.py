@@ -277,14 +277,36 @@ class Rounding:
         return arithmetic.gamma(dtype, node.op_type, self.k) * magnitude \
             + self.k * eta + 2 * eta * self.exposed
 
+    def bound_pair(self, node: IRNode, dtype: torch.dtype, arithmetic: ArithmeticModel,
+                   extra_magnitude: torch.Tensor | None = None,
+                   extra_exposed: torch.Tensor | float = 0.0) -> torch.Tensor:
+        """bound(dtype) + bound(float64, magnitude + extra_magnitude) in a few fused passes:
+        PyTorch's rounding on its inputs plus the reference's on inputs up to
+        `extra_magnitude` (and `extra_exposed`) larger."""
+        assert self.magnitude is not None
+        f64 = torch.float64
+        g_torch = arithmetic.gamma(dtype, node.op_type, self.k)
+        g_ref = arithmetic.gamma(f64, node.op_type, self.k)
+        eta_torch, eta_ref = SMALLEST_NORMAL[dtype], SMALLEST_NORMAL[f64]
+        out = self.magnitude * (g_torch + g_ref)
+        out.add_(self.k * (eta_torch + eta_ref))
+        if extra_magnitude is not None:
+            out = out.add_(extra_magnitude, alpha=g_ref) if extra_magnitude.shape == out.shape \
+                else out + g_ref * extra_magnitude
+        exposed = 2 * (eta_torch + eta_ref) * self.exposed + 2 * eta_ref * extra_exposed
+        return out + exposed if isinstance(exposed, torch.Tensor) \
+            and exposed.shape != out.shape else out.add_(exposed)
 
-def rounding(node: IRNode, abs_inputs: Tensors, abs_consts: Consts, consts: Consts,
+
+def rounding(node: IRNode, inputs: Tensors, abs_consts: Consts, consts: Consts,
              magnitude: torch.Tensor | None = None) -> Rounding:
-    """Evaluate a node's rule on absolute inputs and constants (`consts`: original dtypes);
-    `magnitude`, when given, is an upper bound on S computed elsewhere."""
+    """Evaluate a node's rule on its inputs (absolute values are taken here) and absolute
+    constants (`consts`: original dtypes); `magnitude`, when given, is an upper bound on S
+    computed elsewhere."""
     rule = BOUND_RULES[node.op_type]
     if rule.magnitude is None:
         return Rounding(0, None, 0.0)
+    abs_inputs = [x.abs() for x in inputs]
     shapes = [tuple(x.shape[1:]) for x in abs_inputs]
     exposed = rule.exposed(node, abs_inputs, abs_consts) if rule.exposed else 0.0
     if magnitude is None:
@@ -330,7 +352,7 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
         dtype: The precision the node is computed in.
         arithmetic: The arithmetic model (flags); read from PyTorch when None.
     """
-    xs = [x.to(torch.float64).abs() for x in inputs]
+    xs = [x.to(torch.float64) for x in inputs]
     abs_consts = {k: v.to(torch.float64).abs() for k, v in consts.items()}
     r = rounding(node, xs, abs_consts, consts)
     if r.magnitude is None:
@@ -362,7 +384,7 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         values = [out[i][0] for i in node.inputs]
         radii = [out[i][1].expand_as(out[i][0]) for i in node.inputs]
         value = EVALUATORS[node.op_type](node, values, consts)
-        r = rounding(node, [v.abs() for v in values], abs_consts, ir.constants)
+        r = rounding(node, values, abs_consts, ir.constants)
         carried = BOUND_RULES[node.op_type].carry(node, radii, abs_consts)
         out[node.name] = (value, (carried + r.bound(node, torch.float64, arithmetic)) * SAFETY)
     return out

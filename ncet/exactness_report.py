@@ -45,19 +45,19 @@ class CheckStats:
         self.elements += error.numel()
         if error.numel() == 0:
             return
-        if not bool(torch.isfinite(error).all()):  # equal infinities agree; NaN never does
+        largest = float(error.max())  # NaN propagates
+        if not math.isfinite(largest):  # equal infinities agree; NaN never does
             error = torch.where(torch_value == expected, 0.0, error).nan_to_num_(nan=math.inf)
-        bound = torch.as_tensor(bound, dtype=error.dtype).expand_as(error)
-        largest = float(error.max())
+            largest = float(error.max())
         if largest == 0.0:
-            return  # nothing to compare: every element is exact
-        if bool((bound > 0).all()):
-            ratio = error / bound
-        else:
-            ratio = torch.where(bound > 0, error / bound, torch.where(error > 0, math.inf, 0.0))
+            return  # every element is exact
+        bound = torch.as_tensor(bound, dtype=error.dtype)
+        ratio = (error / bound).nan_to_num_(nan=0.0)  # 0/0: exact where nothing may differ
         flat = ratio.reshape(-1)
         worst = int(torch.argmax(flat))
-        self.violations += int((flat > 1).sum())
+        worst_ratio = float(flat[worst])
+        if worst_ratio > 1:
+            self.violations += int((flat > 1).sum())
         self.max_error = max(self.max_error, largest)
         if relative:
             scale = expected.abs().clamp_min_(torch.finfo(torch.float64).tiny)
@@ -66,9 +66,9 @@ class CheckStats:
             step = max(1, flat.numel() // _SAMPLED_RATIOS)
             sample = flat[::step]
             self.ratios.append(sample[torch.isfinite(sample)].clone())
-        if float(flat[worst]) >= self.ratio:
-            self.ratio = float(flat[worst])
-            self.bound_at_worst = float(bound.reshape(-1)[worst])
+        if worst_ratio >= self.ratio:
+            self.ratio = worst_ratio
+            self.bound_at_worst = float(bound.expand_as(error).reshape(-1)[worst])
             self.error_at_worst = float(error.reshape(-1)[worst])
             t = torch_value.reshape(-1)[worst].to(t_dtype).abs()
             ulp = float((torch.nextafter(t, torch.tensor(math.inf, dtype=t_dtype)) - t)
