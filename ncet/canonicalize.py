@@ -12,7 +12,7 @@ from torch import nn
 
 from .constants import ConstantLifter
 from .context import Mapped, MissingShape, NodeContext, Value, bind
-from .errors import ConversionError, Rejection, TraceError, make_error
+from .errors import ConversionError, Rejection, TraceError, UnsupportedOperatorError, make_error
 from .ir import OP_SCHEMAS, GraphIR, IRNode, Source
 from .report import ConversionReport, Row
 from .spellings import (
@@ -167,8 +167,7 @@ class _Walk:
             mapped = spelling.handler(ctx)
         except Rejection as reason:
             error = self._error(node, display, reason)
-            status = "unsupported" if error.__class__.__name__ == "UnsupportedOperatorError" \
-                else "boundary"
+            status = "unsupported" if isinstance(error, UnsupportedOperatorError) else "boundary"
             return self._row(node, status, error=error, **context)
         except MissingShape:
             pass
@@ -178,9 +177,10 @@ class _Walk:
         if failure is not None:
             return self._row(node, "boundary", error=self._error(node, display, failure), **context)
         assert mapped is not None, f"handler for {display} needed a shape it did not get"
-        if not value.dtype.is_floating_point:
+        if not value.is_tensor or not value.dtype.is_floating_point:
+            what = f"dtype {value.dtype}" if value.is_tensor else "no tensor"
             return self._row(node, "boundary", error=self._error(node, display, Rejection(
-                "dtype", f"the result has dtype {value.dtype}, not a floating-point dtype")),
+                "dtype", f"the result has {what}, not a floating-point tensor")),
                 **context)
         self.ir_nodes.append(self._ir_node(node, mapped, display, module_path, module_type))
         return self._row(node, "mapped", op_type=mapped.op_type, shape=value.shape, **context)
