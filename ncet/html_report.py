@@ -179,15 +179,20 @@ def _boundary(conversion: ConversionReport) -> str:
         body = "".join(
             f'<tr><td class="mono">{_e(r.fx_name)}</td><td class="mono">{_e(r.spelling)}</td>'
             f'<td class="mono">{_e(r.location or "-")}</td>'
-            f"<td>{_e(_reason_text(r))}</td><td class=\"hint\">{_e(r.hint or '-')}</td></tr>"
+            f"<td>{_e(_sentence(_reason_text(r)))}</td>"
+            f'<td class="hint">{_e(_sentence(r.hint))}</td></tr>'
             for r in rows)
         parts.append(
             f'<div class="reason {_e(kind)}" id="reason-{_e(code)}">'
             f"<h3><code>{_e(code)}</code> &middot; {len(rows)} node(s)</h3>"
-            f"<p>{_e(summary)} ({_e(reason.error if reason else kind)})</p>"
+            f"<p>{_e(_sentence(summary))} ({_e(reason.error if reason else kind)})</p>"
             + _table(_head("node", "spelling", "source", "problem", "what to do"), body)
             + "</div>\n")
     return "".join(parts) + "</section>"
+
+
+def _sentence(text: str) -> str:
+    return text[:1].upper() + text[1:] if text else "-"
 
 
 def _reason_text(row: Row) -> str:

@@ -118,7 +118,8 @@ def test_a_rejected_model_gets_its_reasons_grouped_by_code(reports):
     for row in report.errors:
         group = boundary[boundary.index(f'id="reason-{row.code}"'):]
         group = group[:group.index("</div>")]
-        assert row.fx_name in group and row.location in group and row.hint in group
+        assert row.fx_name in group and row.location in group
+        assert row.hint[1:] in group  # shown as a sentence, capitalised
     assert "rejected: 7 problem(s) in 11 FX nodes" in page
     assert "Not checked: the model does not convert" in section(page, "exactness")
     assert "<svg" not in page and 'id="arithmetic"' not in page
