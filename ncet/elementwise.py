@@ -100,6 +100,8 @@ def _arithmetic(ctx: NodeContext, kind: str) -> Mapped:
                                   "tensor or a Python number",
                             hint="precompute fixed values into a registered buffer")
     graph_a, graph_b = ctx.is_graph_tensor(a), ctx.is_graph_tensor(b)
+    if graph_a or graph_b:
+        _check_in_range(ctx, a if graph_a else b, alpha, f"alpha={alpha!r}", code="alpha")
     if graph_a and graph_b:
         if kind in ("mul", "div"):
             raise Rejection("affine-tensor-tensor",
@@ -138,9 +140,12 @@ def _affine_constant(ctx: NodeContext, x: torch.fx.Node, c: Any,
             raise Rejection("affine-constant-type", f"constant of dtype {tensor.dtype} is not real",
                             hint="use a floating-point buffer")
         name = ctx.lift_attr(c)
-        if not tensor.is_floating_point() and bool((tensor.abs() > 2 ** 53).any()):
+        if not tensor.is_floating_point() and bool((tensor.to(torch.int64).abs() > 2 ** 53)
+                                                   .any()):
             raise Rejection("affine-constant-type", f"integer constant {name!r} has entries "
                                                     "not exactly representable as floats")
+        if tensor.numel():
+            _check_in_range(ctx, x, float(tensor.abs().max()), f"constant {name!r}")
         if kind == "div" and bool((tensor == 0).any()):
             raise Rejection("affine-zero-divisor", f"the divisor {name!r} is zero somewhere")
         if kind == "div":
@@ -165,11 +170,22 @@ def _affine_constant(ctx: NodeContext, x: torch.fx.Node, c: Any,
     if isinstance(c, int) and abs(c) > 2 ** 53:
         raise Rejection("affine-constant-type",
                         f"integer constant {c} is not exactly representable as a float")
+    _check_in_range(ctx, x, c, f"constant {c!r}")
     if kind == "div" and c == 0:
         raise Rejection("affine-zero-divisor", "division by zero")
     if kind == "div":
         _check_normal_divisor(ctx, x, abs(c), repr(c))
     return float(c), None
+
+
+def _check_in_range(ctx: NodeContext, x: torch.fx.Node, value: float, what: str,
+                    code: str = "constant-not-finite") -> None:
+    """A constant beyond the op's dtype range rounds to infinity in PyTorch."""
+    dtype = ctx.dtype(ctx.node) or ctx.dtype(x)
+    if dtype is not None and dtype.is_floating_point and abs(value) > torch.finfo(dtype).max:
+        raise Rejection(code,
+                        f"{what} is beyond the largest {dtype} number, so PyTorch rounds it "
+                        "to infinity", hint="rescale the model so its constants fit the dtype")
 
 
 def _check_normal_divisor(ctx: NodeContext, x: torch.fx.Node, smallest: float,

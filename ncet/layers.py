@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -119,6 +120,9 @@ def batch_norm_module(ctx: NodeContext) -> Mapped:
                         f"{type(bn).__name__} has no running statistics "
                         "(track_running_stats=False), so it normalises with batch statistics",
                         hint="use track_running_stats=True and train or load running statistics")
+    if not math.isfinite(bn.eps):
+        raise Rejection("constant-not-finite", f"eps={bn.eps!r} is not finite",
+                        hint="use a small positive eps such as 1e-5")
     if bool((bn.running_var < 0).any()):
         raise Rejection("batch-norm-negative-var",
                         f"{type(bn).__name__}'s running_var is negative somewhere",

@@ -240,3 +240,41 @@ def test_batch_norm_with_subnormal_variance_is_rejected():
     with pytest.raises(ncet.SupportBoundaryError) as info:
         ncet.convert(bn, (2,))
     assert info.value.code == "constant-subnormal"
+
+
+class BeyondFloat32(nn.Module):
+    def forward(self, x):
+        return x * 1e39
+
+
+class HugeAlpha(nn.Module):
+    def forward(self, x):
+        return torch.add(x, x, alpha=1e39)
+
+
+class SmallIntBuffer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("k", torch.tensor([2, -128], dtype=torch.int8))
+
+    def forward(self, x):
+        return x * self.k
+
+
+@pytest.mark.parametrize(("model", "code"), [
+    (BeyondFloat32, "constant-not-finite"),
+    (HugeAlpha, "alpha"),
+    (lambda: nn.BatchNorm1d(2, eps=float("nan")).eval(), "constant-not-finite"),
+], ids=["x * 1e39 in float32", "alpha 1e39 in float32", "BatchNorm eps NaN"])
+def test_constants_that_round_to_infinity_are_rejected(model, code):
+    """Found by the model fuzzer: PyTorch rounds these to inf (or NaN) in the op's dtype."""
+    with pytest.raises(ncet.SupportBoundaryError) as info:
+        ncet.convert(model(), (2,))
+    assert info.value.code == code
+
+
+def test_small_integer_buffers_are_accepted():
+    """Found by the model fuzzer: an int8 buffer was taken for an int beyond 2**53."""
+    model = SmallIntBuffer()
+    report = ncet.check_exactness(model, ncet.convert(model, (2,)), samples_per_scale=4)
+    assert report.ok
