@@ -35,8 +35,9 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
                        "computed by a traced node, e.g. `x.size(0)`", "dynamic-argument"),
     BoundaryRule(_ANY, "an operation on fixed tensors only (canonicalization never does "
                        "arithmetic on model constants)", "constant-computation"),
-    BoundaryRule(_ANY, "a lifted constant or scalar that is NaN or infinite",
-                 "constant-not-finite"),
+    BoundaryRule(_ANY, "a lifted constant, scalar or BatchNorm eps that is NaN or infinite, or "
+                       "beyond the largest number of the op's dtype (PyTorch would round it "
+                       "to infinity)", "constant-not-finite"),
     BoundaryRule(_ANY, "a result whose leading size does not follow the batch size (checked at "
                        "batch sizes 2 and 3), or whose per-sample shape changes with it",
                  "batch-not-preserved"),
@@ -89,7 +90,8 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
                  "leaky-relu-slope"),
     BoundaryRule(("Add", "Sub"), "two graph tensors of the same rank, a finite static alpha"),
     BoundaryRule(("Add", "Sub"), "graph tensors of different ranks", "broadcast-batch-axis"),
-    BoundaryRule(("Add", "Sub", "ElementwiseAffine"), "alpha not a finite static number",
+    BoundaryRule(("Add", "Sub", "ElementwiseAffine"), "alpha not a finite static number, or "
+                                                      "beyond the dtype's range",
                  "alpha"),
     BoundaryRule(("ElementwiseAffine",), "one graph tensor and one finite fixed real constant "
                                          "(a Python number or a get_attr tensor whose "
