@@ -140,15 +140,15 @@ def _affine_constant(ctx: NodeContext, x: torch.fx.Node, c: Any,
             raise Rejection("affine-constant-type", f"constant of dtype {tensor.dtype} is not real",
                             hint="use a floating-point buffer")
         name = ctx.lift_attr(c)
-        if not tensor.is_floating_point() and bool((tensor.to(torch.int64).abs() > 2 ** 53)
-                                                   .any()):
+        wide = tensor.to(torch.int64) if not tensor.is_floating_point() else None
+        if wide is not None and bool(((wide > 2 ** 53) | (wide < -2 ** 53)).any()):
             raise Rejection("affine-constant-type", f"integer constant {name!r} has entries "
                                                     "not exactly representable as floats")
         if tensor.numel():
             _check_in_range(ctx, x, float(tensor.abs().max()), f"constant {name!r}")
         if kind == "div" and bool((tensor == 0).any()):
             raise Rejection("affine-zero-divisor", f"the divisor {name!r} is zero somewhere")
-        if kind == "div":
+        if kind == "div" and tensor.numel():
             _check_normal_divisor(ctx, x, tensor.abs().min().item(), name)
         x_shape = ctx.shape(x)
         for batch in BATCH_SIZES:
