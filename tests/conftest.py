@@ -358,3 +358,22 @@ def assert_rejected(model: nn.Module, shapes, cls, code, node) -> ncet.Conversio
     assert re.search(r"\.py:\d+$", error.location), f"no source line: {error.location!r}"
     assert error.location in str(error), f"message does not name the source line: {error}"
     return error
+
+
+# --- hypothesis profiles ---------------------------------------------------------------------
+# "ci" (the default, and always when CI=true): derandomized, so every run tests the same
+# examples and a failure reproduces; "dev" (HYPOTHESIS_PROFILE=dev): ten times the examples,
+# freshly random each run, with the example database. Tests scale their max_examples from
+# settings.default.max_examples (100 under "ci", 1000 under "dev").
+
+import os  # noqa: E402
+
+from hypothesis import HealthCheck, settings  # noqa: E402
+
+_SLOW_IS_FINE = [HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.filter_too_much]
+settings.register_profile("ci", derandomize=True, database=None, deadline=None,
+                          print_blob=True, suppress_health_check=_SLOW_IS_FINE)
+settings.register_profile("dev", max_examples=1000, deadline=None, print_blob=True,
+                          suppress_health_check=_SLOW_IS_FINE)
+settings.load_profile("ci" if os.environ.get("CI", "").lower() == "true"
+                      else os.environ.get("HYPOTHESIS_PROFILE", "ci"))

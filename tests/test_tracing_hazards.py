@@ -1,0 +1,340 @@
+"""Models whose eager behaviour differs from their FX trace: each is rejected by `convert` or
+caught by `check_exactness` (docs/reliability.md lists the same table).
+
+Verdicts:
+  * "rejected <code>": `convert` raises a ConversionError with that code (at the named node,
+    or at none when FX cannot trace the model at all);
+  * "caught at the output": `convert` accepts the trace, every node agrees with the traced
+    graph, and `check_exactness` reports the eager outputs outside the certified bound;
+  * "caught at a node": as above, but PyTorch's own value of a node already breaks the bound
+    (check_exactness re-traces and re-runs the modules, so state that moved since
+    `convert` shows at the node that reads it);
+  * "caught as a mismatch": the model traces to another graph on the next call, and
+    `check_exactness` refuses the GraphIR (ValueError: it does not match the model);
+  * "agrees": eager and traced outputs are the same; nothing to catch.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ncet
+from tests.conftest import model_unchanged
+
+
+# --- aliasing through augmented assignment -------------------------------------------------
+class AliasAugmented(nn.Module):
+    """`y += 1` mutates the alias z eagerly; FX records an out-of-place add."""
+
+    def forward(self, x):
+        y = x * 1.0
+        z = y
+        y += 1.0
+        return z * 2.0
+
+
+class AliasViewAugmented(nn.Module):
+    """A view taken before `y *= 3` sees the update eagerly, not in the trace."""
+
+    def forward(self, x):
+        y = x * 1.0
+        z = y[:, :2]
+        y *= 3.0
+        return z + 0.0
+
+
+class InputViewAugmented(nn.Module):
+    """The same through a view of the input itself."""
+
+    def forward(self, x):
+        z = x[:, :2]
+        x += 1.0
+        return z * 1.0
+
+
+class InputAugmentedReturned(nn.Module):
+    """`x += 1` on the input, then returned: both give x + 1 (the caller's tensor is changed
+    eagerly only, which GraphIR, a function of its inputs, does not model)."""
+
+    def forward(self, x):
+        x += 1.0
+        return x
+
+
+class SetItem(nn.Module):
+    """Item assignment on an intermediate value."""
+
+    def forward(self, x):
+        y = x * 1.0
+        y[:, 0] = 0.0
+        return y
+
+
+# --- Python-side state ---------------------------------------------------------------------
+class CallCounter(nn.Module):
+    """A counter attribute incremented in forward(): the trace bakes in one value."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * float(self.calls)
+
+
+class ListAppend(nn.Module):
+    """A Python list appended to in forward()."""
+
+    def __init__(self):
+        super().__init__()
+        self.seen = []
+
+    def forward(self, x):
+        self.seen.append(1.0)
+        return x * float(len(self.seen))
+
+
+class Toggle(nn.Module):
+    """A flag flipped in forward() selects the branch: each trace records the other one."""
+
+    def __init__(self):
+        super().__init__()
+        self.flip = False
+
+    def forward(self, x):
+        self.flip = not self.flip
+        return x if self.flip else x * -1.0
+
+
+class RandomConstant(nn.Module):
+    """torch.randn without traced arguments runs once at trace time: a frozen constant."""
+
+    def forward(self, x):
+        return x + torch.randn(4)
+
+
+class RandomLike(nn.Module):
+    def forward(self, x):
+        return x + torch.rand_like(x)
+
+
+class BufferUpdate(nn.Module):
+    """A running statistic updated in place; NCET proxies buffers, so the trace does not
+    change it."""
+
+    def __init__(self):
+        super().__init__()
+        self.register_buffer("count", torch.zeros(4))
+
+    def forward(self, x):
+        self.count.add_(1.0)
+        return x + self.count
+
+
+class LeafHook(nn.Module):
+    """A forward hook on a leaf module: FX records the call without the hook."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+        self.fc.register_forward_hook(lambda module, args, out: out * 2.0)
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def root_hook() -> nn.Module:
+    """A forward hook on the model itself: tracing calls forward() directly."""
+    model = nn.Sequential(nn.Linear(4, 3))
+    model.register_forward_hook(lambda module, args, out: out + 1.0)
+    return model
+
+
+def root_pre_hook() -> nn.Module:
+    model = nn.Sequential(nn.Linear(4, 3))
+    model.register_forward_pre_hook(lambda module, args: (args[0] * 2.0,))
+    return model
+
+
+class ParameterAsFloat(nn.Module):
+    """A Python float computed from a parameter at run time."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2))
+
+    def forward(self, x):
+        return x * float(self.w.sum())
+
+
+class ParameterItem(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.ones(2))
+
+    def forward(self, x):
+        return x * self.w.sum().item()
+
+
+# --- data-dependent shapes and control flow ------------------------------------------------
+class BooleanMask(nn.Module):
+    def forward(self, x):
+        return x[x > 0]
+
+
+class NonZero(nn.Module):
+    def forward(self, x):
+        return torch.nonzero(x)
+
+
+class SliceByValue(nn.Module):
+    def forward(self, x):
+        return x[:, :int(x.sum())]
+
+
+class BranchOnValue(nn.Module):
+    def forward(self, x):
+        return x.relu() if x.sum() > 0 else x
+
+
+class BranchOnShape(nn.Module):
+    def forward(self, x):
+        if x.shape[1] > 2:
+            return x.relu()
+        return x
+
+
+class BranchOnRank(nn.Module):
+    def forward(self, x):
+        return x.relu() if x.dim() == 2 else x
+
+
+class LoopOverSize(nn.Module):
+    def forward(self, x):
+        for _ in range(x.size(1)):
+            x = x + 1.0
+        return x
+
+
+class ShapeAsArgument(nn.Module):
+    def forward(self, x):
+        return x + torch.ones(x.shape[1])
+
+
+class ViewBySize(nn.Module):
+    def forward(self, x):
+        return x.view(x.size(0), -1)
+
+
+class DropoutFollowsTraining(nn.Module):
+    """`training=self.training` is read at trace time; in training mode it is stochastic."""
+
+    def forward(self, x):
+        return F.dropout(x, 0.5, self.training)
+
+
+# (id, model factory, per-sample shapes, verdict, node of a rejection)
+HAZARDS = [
+    ("alias-augmented-assignment", AliasAugmented, "caught at the output", ""),
+    ("alias-view-augmented-assignment", AliasViewAugmented, "caught at the output", ""),
+    ("input-view-augmented-assignment", InputViewAugmented, "caught at the output", ""),
+    ("input-augmented-and-returned", InputAugmentedReturned, "agrees", ""),
+    ("item-assignment", SetItem, "rejected trace-failed", ""),
+    ("call-counter-attribute", CallCounter, "caught at a node", ""),
+    ("python-list-append", ListAppend, "caught at a node", ""),
+    ("flag-toggled-in-forward", Toggle, "caught as a mismatch", ""),
+    ("random-tensor-frozen-at-trace", RandomConstant, "caught at a node", ""),
+    ("random-like-input", RandomLike, "rejected unsupported-function", "rand_like"),
+    ("buffer-updated-in-place", BufferUpdate, "rejected inplace", "add_"),
+    ("forward-hook-on-leaf-module", LeafHook, "caught at a node", ""),
+    ("forward-hook-on-model", root_hook, "caught at the output", ""),
+    ("forward-pre-hook-on-model", root_pre_hook, "caught at the output", ""),
+    ("float-of-parameter", ParameterAsFloat, "rejected trace-failed", ""),
+    ("item-of-parameter", ParameterItem, "rejected unsupported-method", "sum_1"),
+    ("boolean-mask", BooleanMask, "rejected unsupported-function", "gt"),
+    ("nonzero", NonZero, "rejected unsupported-function", "nonzero"),
+    ("slice-bound-from-value", SliceByValue, "rejected trace-failed", ""),
+    ("branch-on-value", BranchOnValue, "rejected trace-failed", ""),
+    ("branch-on-shape", BranchOnShape, "rejected trace-failed", ""),
+    ("branch-on-rank", BranchOnRank, "rejected trace-failed", ""),
+    ("loop-over-size", LoopOverSize, "rejected trace-failed", ""),
+    ("shape-as-argument", ShapeAsArgument, "rejected unsupported-function", "getattr_1"),
+    ("view-by-size", ViewBySize, "rejected unsupported-method", "size"),
+    ("dropout-following-training-mode", lambda: DropoutFollowsTraining().train(),
+     "rejected dropout-training", "dropout"),
+]
+
+
+@pytest.mark.parametrize("build, verdict, node", [row[1:] for row in HAZARDS],
+                         ids=[row[0] for row in HAZARDS])
+def test_tracing_hazard_is_rejected_or_caught(build, verdict, node):
+    model = build()
+    if verdict.startswith("rejected"):
+        code = verdict.split()[1]
+        with model_unchanged(model), pytest.raises(ncet.ConversionError) as info:
+            ncet.convert(model, (4,))
+        assert (info.value.code, info.value.node) == (code, node), info.value
+        report = ncet.diagnose(model, (4,))
+        assert (node, code) in {(r.fx_name, r.code) for r in report.errors}
+        return
+    with model_unchanged(model):
+        ir = ncet.convert(model, (4,))
+    if verdict == "caught as a mismatch":
+        with pytest.raises(ValueError, match="does not match the model"):
+            ncet.check_exactness(model, ir, samples_per_scale=4)
+        return
+    report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    if verdict == "agrees":
+        assert report.ok and not report.traced_differs, report.summary()
+        return
+    assert not report.ok, report.summary()
+    if verdict == "caught at the output":
+        assert report.first_violation is None, report.summary()
+        assert report.traced_differs and any(o.violations for o in report.outputs)
+    else:
+        assert report.first_violation is not None, report.summary()
+
+
+def test_hazard_table_has_unique_ids():
+    assert len({row[0] for row in HAZARDS}) == len(HAZARDS)
+
+
+class ReadsGlobal(nn.Module):
+    def forward(self, x):
+        return x * SCALE[0]
+
+
+class PlainTensor(nn.Module):
+    """A tensor attribute that is neither a parameter nor a buffer (an FX tensor constant)."""
+
+    def __init__(self):
+        super().__init__()
+        self.offset = torch.ones(4)
+
+    def forward(self, x):
+        return x + self.offset
+
+
+SCALE = [2.0]
+
+
+def test_state_changed_after_convert_is_caught():
+    """GraphIR is a snapshot: a global, or a plain tensor attribute, changed after
+    `convert` makes the model differ from its IR, and check_exactness says so."""
+    model = ReadsGlobal()
+    ir = ncet.convert(model, (4,))
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
+    SCALE[0] = 3.0
+    try:
+        assert not ncet.check_exactness(model, ir, samples_per_scale=4).ok
+    finally:
+        SCALE[0] = 2.0
+    model = PlainTensor()
+    ir = ncet.convert(model, (4,))
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
+    model.offset.fill_(5.0)
+    assert not ncet.check_exactness(model, ir, samples_per_scale=4).ok
