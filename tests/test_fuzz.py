@@ -93,7 +93,7 @@ def check_error(error: ncet.ConversionError, program, where: dict | None, report
     assert not report.ok and report.graph is None
 
 
-@settings(max_examples=examples(2000))
+@settings(max_examples=examples(1500))
 @given(program=programs())
 def test_convert_gives_exact_ir_or_names_the_node(program):
     note(repr(program))
