@@ -1,1 +1,26 @@
-"""Jupyter views of NCET's conversion and exactness results (installed as `ncet.widgets`)."""
+"""Jupyter views of NCET's conversion and exactness results (installed as `ncet.widgets`).
+
+The static forms (DataFrames, HTML strings, matplotlib figures) need pandas and matplotlib
+only; the interactive views (`MappingTable`, `BoundaryPanel`, `ExactnessPanel`,
+`GraphView`, `Workbench`) import ipywidgets when first used.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+from .frames import boundary_frame, boundary_html, mapping_frame, mapping_html
+
+_LAZY = {
+    "MappingTable": ".mapping",
+}
+
+__all__ = ["boundary_frame", "boundary_html", "mapping_frame", "mapping_html", *_LAZY]
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

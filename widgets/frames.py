@@ -1,0 +1,246 @@
+"""Static forms of the conversion views: DataFrames and deterministic HTML (no ipywidgets).
+
+These are what a notebook shows where widgets do not render (GitHub, nbviewer) and what
+nbval compares, so the HTML holds no ids, timestamps or memory addresses.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+
+import pandas as pd
+import torch
+
+import ncet
+from ncet.ir import OP_SCHEMAS
+
+MAPPING_COLUMNS = ("fx_name", "fx_op", "spelling", "module_path", "module_type", "op_type",
+                   "status", "code", "shape", "constants", "location")
+"""Columns of `mapping_frame`, in order."""
+
+BOUNDARY_COLUMNS = ("code", "fx_name", "spelling", "location", "message", "hint")
+"""Columns of `boundary_frame`, in order."""
+
+SEARCHED_COLUMNS = ("fx_name", "spelling", "module_path", "op_type", "location")
+"""The columns the mapping table's text search looks in."""
+
+_PROBLEMS = ("unsupported", "boundary")
+
+_STYLE = (
+    "<style>"
+    ".ncet-static table{border-collapse:collapse;font-size:12px}"
+    ".ncet-static th,.ncet-static td{border-bottom:1px solid #e2e8f0;padding:2px 6px;"
+    "text-align:left;vertical-align:top}"
+    ".ncet-static tr.problem td{background:#fef2f2}"
+    ".ncet-static code{font-size:11px}"
+    ".ncet-static .hint{color:#166534}"
+    "</style>")
+
+
+def escape(value) -> str:
+    """HTML text of a cell: empty for None, escaped otherwise."""
+    return "" if value is None else html.escape(str(value))
+
+
+def shape_text(shape) -> str:
+    """A per-sample shape as `[3, 32, 32]`, or empty when there is none."""
+    return "" if shape is None else str(list(shape))
+
+
+def node_constants(node: ncet.IRNode) -> tuple[str, ...]:
+    """Names of the constants an IR node uses, in attribute order."""
+    _, schema = OP_SCHEMAS[node.op_type]
+    return tuple(node.attrs[a] for a, kind in schema.items()
+                 if kind in ("const", "const?") and node.attrs[a] is not None)
+
+
+def row_constants(row: ncet.Row, graph: ncet.GraphIR | None) -> tuple[str, ...]:
+    """Names of the constants behind one FX row: those its IR node uses, or the one a
+    `get_attr` row lifted. Empty when the report has no graph."""
+    if graph is None:
+        return ()
+    if row.status == "lifted":
+        return (row.spelling,) if row.spelling in graph.constants else ()
+    try:
+        return node_constants(graph.node(row.fx_name))
+    except KeyError:
+        return ()
+
+
+def mapping_frame(report: ncet.ConversionReport) -> pd.DataFrame:
+    """One row per FX node: what NCET made of it.
+
+    Args:
+        report: The result of `ncet.diagnose`.
+
+    Returns:
+        A DataFrame with the columns `MAPPING_COLUMNS`, in graph order; `constants` holds
+        the names of the constants the IR node uses, joined by ", " (empty when the model
+        does not convert); missing op_types and codes are empty strings.
+
+    Example:
+        >>> mapping_frame(ncet.diagnose(model, (16,))).query("status == 'mapped'")
+    """
+    graph = report.graph
+    records = [(r.fx_name, r.fx_op, r.spelling, r.module_path, r.module_type, r.op_type or "",
+                r.status, r.code or "", shape_text(r.shape),
+                ", ".join(row_constants(r, graph)), r.location) for r in report.rows]
+    return pd.DataFrame.from_records(records, columns=list(MAPPING_COLUMNS))
+
+
+def boundary_frame(report: ncet.ConversionReport) -> pd.DataFrame:
+    """The rejected FX nodes: code, fx_name, spelling, location, message, hint.
+
+    Sorted by reason code, then graph order; empty (with the same columns) when the model
+    converts.
+    """
+    problems = [(r.code or "unknown", i, r) for i, r in enumerate(report.rows)
+                if r.status in _PROBLEMS]
+    problems.sort(key=lambda p: (p[0], p[1]))
+    records = [(code, r.fx_name, r.spelling, r.location, r.message, r.hint)
+               for code, _, r in problems]
+    return pd.DataFrame.from_records(records, columns=list(BOUNDARY_COLUMNS))
+
+
+def reason_summary(code: str) -> str:
+    """The one-line meaning of a reason code, when ncet documents it."""
+    from ncet import errors
+
+    reason = getattr(errors, "REASONS", {}).get(code)
+    return getattr(reason, "summary", "") if reason is not None else ""
+
+
+def sentence(text: str) -> str:
+    """Capitalise the first letter; '-' for an empty text."""
+    return text[:1].upper() + text[1:] if text else "-"
+
+
+def boundary_html(report: ncet.ConversionReport) -> str:
+    """The support boundary as static HTML: rejected nodes grouped by reason code, each
+    with its spelling, source line, message and hint; "no problems" when the model
+    converts."""
+    frame = boundary_frame(report)
+    if frame.empty:
+        return (f'<div class="ncet-static ncet-boundary">{_STYLE}<p>No problems: every FX '
+                f"node is inside the support boundary ({escape(report.summary())}).</p></div>")
+    parts = [f'<div class="ncet-static ncet-boundary">{_STYLE}',
+             f"<p>{len(frame)} node(s) rejected for {frame['code'].nunique()} reason(s).</p>"]
+    for code, group in frame.groupby("code", sort=True):
+        summary = reason_summary(code)
+        parts.append(f'<h4 data-code="{escape(code)}"><code>{escape(code)}</code> &middot; '
+                     f"{len(group)} node(s){' &middot; ' + escape(summary) if summary else ''}"
+                     "</h4>")
+        body = "".join(
+            f'<tr data-node="{escape(r.fx_name)}"><td><code>{escape(r.fx_name)}</code></td>'
+            f"<td><code>{escape(r.spelling)}</code></td>"
+            f"<td><code>{escape(r.location or '-')}</code></td><td>{escape(r.message)}</td>"
+            f'<td class="hint">{escape(sentence(r.hint))}</td></tr>'
+            for r in group.itertuples(index=False))
+        parts.append("<table><thead><tr><th>node</th><th>spelling</th><th>source</th>"
+                     "<th>message</th><th>what to do</th></tr></thead>"
+                     f"<tbody>{body}</tbody></table>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+MAPPING_HEADER = ("node", "fx op", "spelling", "module", "op_type", "status", "shape",
+                  "constants", "source")
+
+
+def mapping_rows_html(frame: pd.DataFrame) -> str:
+    """`<tr data-node=...>` rows of a mapping frame (or a slice of one)."""
+    rows = []
+    for r in frame.itertuples(index=False):
+        module = r.module_path + (f" ({r.module_type})" if r.module_type else "")
+        status = escape(r.status) + (f" <code>{escape(r.code)}</code>" if r.code else "")
+        cls = ' class="problem"' if r.status in _PROBLEMS else ""
+        rows.append(
+            f'<tr data-node="{escape(r.fx_name)}"{cls}><td><code>{escape(r.fx_name)}</code></td>'
+            f"<td>{escape(r.fx_op)}</td><td><code>{escape(r.spelling)}</code></td>"
+            f"<td><code>{escape(module)}</code></td><td>{escape(r.op_type or '-')}</td>"
+            f"<td>{status}</td><td>{escape(r.shape)}</td><td>{escape(r.constants)}</td>"
+            f"<td><code>{escape(r.location)}</code></td></tr>")
+    return "".join(rows)
+
+
+def mapping_table_html(frame: pd.DataFrame) -> str:
+    """A `<table class="ncet-mapping">` with one body row per frame row."""
+    head = "".join(f"<th>{h}</th>" for h in MAPPING_HEADER)
+    return (f'<table class="ncet-mapping"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{mapping_rows_html(frame)}</tbody></table>")
+
+
+def mapping_html(report: ncet.ConversionReport) -> str:
+    """The whole mapping table as static HTML: the summary, then every FX node."""
+    return (f'<div class="ncet-static ncet-mapping-static">{_STYLE}'
+            f"<p>{escape(report.summary())}</p>{mapping_table_html(mapping_frame(report))}"
+            "</div>")
+
+
+def tensor_stats(tensor: torch.Tensor) -> dict[str, str]:
+    """Shape, dtype and summary statistics (min, max, mean, std) of a constant, as text."""
+    stats = {"shape": str(list(tensor.shape)),
+             "dtype": str(tensor.dtype).removeprefix("torch.")}
+    values = tensor.detach().to(torch.float64).reshape(-1)
+    if values.numel() == 0:
+        return {**stats, "min": "", "max": "", "mean": "", "std": ""}
+    std = float(values.std()) if values.numel() > 1 else 0.0
+    numbers = (float(values.min()), float(values.max()), float(values.mean()), std)
+    return {**stats, **{k: _num(v) for k, v in zip(("min", "max", "mean", "std"), numbers)}}
+
+
+def _num(value: float) -> str:
+    return repr(value) if not math.isfinite(value) else f"{value:.6g}"
+
+
+def node_detail_html(report: ncet.ConversionReport, fx_name: str) -> str:
+    """What NCET knows about one FX node: its row, IR attributes, constants (shape, dtype,
+    summary statistics), source line, message and hint.
+
+    Raises:
+        KeyError: No FX node has that name.
+    """
+    row = next((r for r in report.rows if r.fx_name == fx_name), None)
+    if row is None:
+        raise KeyError(f"no FX node {fx_name!r}")
+    facts = [("node", row.fx_name), ("fx op", row.fx_op), ("spelling", row.spelling),
+             ("module", row.module_path + (f" ({row.module_type})" if row.module_type else "")),
+             ("op_type", row.op_type or "-"),
+             ("status", row.status + (f" [{row.code}]" if row.code else "")),
+             ("shape", shape_text(row.shape) or "-"), ("source", row.location or "-")]
+    graph = report.graph
+    node = None
+    if graph is not None and row.status != "lifted":
+        try:
+            node = graph.node(fx_name)
+        except KeyError:
+            node = None
+    if node is not None:
+        facts.append(("inputs", ", ".join(node.inputs) or "-"))
+        facts.append(("dtype", node.dtype or "-"))
+    parts = [f'<div class="ncet-static ncet-detail">{_STYLE}<table><tbody>',
+             "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(v)}</code></td></tr>"
+                     for k, v in facts), "</tbody></table>"]
+    if row.message:
+        parts.append(f"<p><b>Message:</b> {escape(row.message)}</p>")
+    if row.hint:
+        parts.append(f'<p class="hint"><b>What to do:</b> {escape(sentence(row.hint))}</p>')
+    if node is not None and node.attrs:
+        body = "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(str(v))}</code></td></tr>"
+                       for k, v in node.attrs.items())
+        parts.append(f"<h5>Attributes</h5><table><tbody>{body}</tbody></table>")
+    names = row_constants(row, graph)
+    if names:
+        columns = ("shape", "dtype", "min", "max", "mean", "std")
+        body = "".join(
+            f"<tr><td><code>{escape(n)}</code></td>"
+            + "".join(f"<td>{escape(v)}</td>" for v in tensor_stats(graph.constants[n]).values())
+            + "</tr>" for n in names)
+        head = "".join(f"<th>{c}</th>" for c in ("constant", *columns))
+        parts.append(f"<h5>Constants</h5><table><thead><tr>{head}</tr></thead>"
+                     f"<tbody>{body}</tbody></table>")
+    elif graph is None and row.status not in _PROBLEMS:
+        parts.append("<p>Attributes and constants are shown once the whole model converts.</p>")
+    parts.append("</div>")
+    return "".join(parts)
