@@ -3,8 +3,10 @@ end to end, with the first violation in topological order."""
 
 from __future__ import annotations
 
+import math
 import sys
 from collections.abc import Callable, Sequence
+from types import MappingProxyType
 
 import torch
 import torch.fx
@@ -22,7 +24,16 @@ from .bounds import (
 )
 from .conversion import convert
 from .evaluate import EVALUATORS
-from .exactness_report import ExactnessEntry, ExactnessReport, NodeStats, OutputEntry
+from .exactness_report import (
+    OUTPUT_ERROR_SAMPLE_SIZE,
+    VALUE_SAMPLE_SIZE,
+    ElementSampler,
+    ExactnessEntry,
+    ExactnessReport,
+    NodeStats,
+    OutputEntry,
+    sample_indices,
+)
 from .ir import GraphIR, IRNode
 from .trace import call_node, trace_model
 
@@ -58,7 +69,8 @@ def generate_inputs(ir: GraphIR, samples_per_scale: int = 32, seed: int = 0,
 def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.Tensor,
                     samples_per_scale: int = 32, seed: int = 0, chunk_size: int = 64,
                     local: bool = True, end_to_end: bool = True,
-                    progress: bool | Callable[[int, int], None] = False) -> ExactnessReport:
+                    progress: bool | Callable[[int, int], None] = False,
+                    keep_samples: int = VALUE_SAMPLE_SIZE) -> ExactnessReport:
     """Check, for every node and every element, that PyTorch agrees with GraphIR within the
     certified floating-point bound.
 
@@ -79,6 +91,10 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         local: Run the node-local check.
         end_to_end: Run the end-to-end check.
         progress: True to print progress to stderr, or a callback(done, total).
+        keep_samples: Elements per node whose PyTorch and reference values are kept for
+            `report.value_sample` (chosen from `seed`); 0 keeps none. The output error
+            sample (`report.output_error_sample`, up to 4096 elements per output) is
+            always kept.
 
     Returns:
         An ExactnessReport (`.ok`, `.first_violation`, `.to_pandas()`).
@@ -109,9 +125,10 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     traced = trace_model(model, len(ir.inputs))
     checker = _Checker(model, traced.graph_module, ir, read_arithmetic_model(), local, end_to_end)
     total = inputs[0].shape[0]
+    checker.sample(total, keep_samples, seed)
     starts = range(0, total, chunk_size)
     for done, start in enumerate(starts, 1):
-        checker.run([x[start:start + chunk_size] for x in inputs])
+        checker.run([x[start:start + chunk_size] for x in inputs], start)
         _report_progress(progress, done, len(starts))
     return checker.report(described, total)
 
@@ -147,6 +164,22 @@ class _Checker:
         self.outputs = [NodeStats() for _ in ir.outputs]
         self.traced_differs = False
         self.last_use = self._last_uses()
+        self.samplers: dict[str, ElementSampler] = {}
+        self.output_samplers: dict[str, ElementSampler] = {}
+
+    def sample(self, total: int, keep: int, seed: int) -> None:
+        """Choose the elements kept for the report's value and output error samples."""
+        generator = torch.Generator().manual_seed(seed)
+        for node in self.ir.nodes:
+            if keep > 0 and node.op_type != "Output":
+                per_sample = math.prod(node.shape)
+                self.samplers[node.name] = ElementSampler(
+                    sample_indices(total * per_sample, keep, generator), per_sample)
+        for name in self.ir.outputs:
+            per_sample = math.prod(self.ir.node(name).shape)
+            self.output_samplers[name] = ElementSampler(
+                sample_indices(total * per_sample, OUTPUT_ERROR_SAMPLE_SIZE, generator),
+                per_sample)
 
     def _last_uses(self) -> dict[int, list[str]]:
         last: dict[str, int] = {}
@@ -159,12 +192,12 @@ class _Checker:
         return release
 
     # --- one chunk ------------------------------------------------------------------
-    def run(self, chunk: list[torch.Tensor]) -> None:
+    def run(self, chunk: list[torch.Tensor], start: int = 0) -> None:
         fx_env: dict[torch.fx.Node, torch.Tensor] = {}
         self.as_f64: dict[str, torch.Tensor] = {}  # PyTorch's values, converted once
         ref: dict[str, torch.Tensor | None] = {}
         radius: dict[str, torch.Tensor | None] = {}
-        placeholder = 0
+        placeholder, count = 0, chunk[0].shape[0]
         with torch.no_grad():
             for i, node in enumerate(self.nodes):
                 if node.op == "placeholder":
@@ -173,15 +206,20 @@ class _Checker:
                     fx_env[node] = x
                     ref[node.name] = self.as_f64[node.name] = x.to(_F64)
                     radius[node.name] = torch.zeros((), dtype=_F64)
+                    if node.name in self.samplers:
+                        self.samplers[node.name].take(start, count, x, x)
                 elif node.op == "get_attr":
                     fx_env[node] = self._attr(node)
                 elif node.op == "output":
-                    self._check_outputs(chunk, fx_env, ref, radius)
+                    self._check_outputs(chunk, fx_env, ref, radius, start)
                 else:
                     module = self.gm.get_submodule(node.target) \
                         if node.op == "call_module" else None
                     fx_env[node] = call_node(node, fx_env, module)
                     self._check_node(self.ir_nodes[node.name], fx_env, ref, radius)
+                    if node.name in self.samplers:
+                        self.samplers[node.name].take(start, count, fx_env[node],
+                                                      ref.get(node.name))
                 for name in self.last_use.get(i, ()):
                     ref.pop(name, None)
                     radius.pop(name, None)
@@ -284,7 +322,7 @@ class _Checker:
         stats.end_to_end.update(t, value, total, dtype)
         ref[node.name], radius[node.name] = value, total
 
-    def _check_outputs(self, chunk, fx_env, ref, radius) -> None:
+    def _check_outputs(self, chunk, fx_env, ref, radius, start: int) -> None:
         with torch.random.fork_rng(devices=[]):
             eager = self.model(*chunk)
         eager = eager if isinstance(eager, (tuple, list)) else (eager,)
@@ -292,6 +330,7 @@ class _Checker:
             traced = fx_env[self.fx_by_name[name]]
             if not torch.equal(traced, eager[i]):
                 self.traced_differs = True
+            self.output_samplers[name].take(start, chunk[0].shape[0], eager[i], ref.get(name))
             if ref.get(name) is None or radius.get(name) is None:
                 continue
             self.outputs[i].end_to_end.update(eager[i].to(_F64), ref[name], radius[name],
@@ -303,5 +342,8 @@ class _Checker:
                         for n in self.ir.nodes if n.name in self.stats)
         outputs = tuple(OutputEntry.from_stats(name, stats)
                         for name, stats in zip(self.ir.outputs, self.outputs))
-        return ExactnessReport(entries, outputs, self.arithmetic, described, samples,
-                               self.local, self.end_to_end, self.traced_differs)
+        return ExactnessReport(
+            entries, outputs, self.arithmetic, described, samples, self.local, self.end_to_end,
+            self.traced_differs,
+            MappingProxyType({k: s.freeze() for k, s in self.samplers.items()}),
+            MappingProxyType({k: s.freeze() for k, s in self.output_samplers.items()}))

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from types import MappingProxyType
 
 import torch
 
@@ -16,6 +18,53 @@ _SAMPLED_RATIOS = 256
 
 _MAX_SAMPLED_CHUNKS = 64
 """Chunks whose sampled ratios are kept, so memory does not grow with the samples."""
+
+VALUE_SAMPLE_SIZE = 256
+"""Default number of elements per node kept for `ExactnessReport.value_sample`."""
+
+OUTPUT_ERROR_SAMPLE_SIZE = 4096
+"""Elements per output kept for `ExactnessReport.output_error_sample`."""
+
+def _no_samples() -> Mapping:
+    return MappingProxyType({})
+
+
+def sample_indices(total: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """k sorted, distinct flat indices into `total` elements (all of them when total <= k):
+    the range cut into k equal strata, one index drawn uniformly in each."""
+    if total <= k:
+        return torch.arange(total)
+    edges = torch.arange(k + 1) * total // k
+    width = edges[1:] - edges[:-1]  # >= 1 since total > k
+    draw = (torch.rand(k, generator=generator, dtype=torch.float64) * width).long()
+    return edges[:-1] + torch.minimum(draw, width - 1)
+
+
+class ElementSampler:
+    """PyTorch's and the reference's values of one node at fixed flat element indices of
+    its batched value (samples x per-sample shape, row-major), gathered chunk by chunk."""
+
+    __slots__ = ("indices", "per_sample", "torch", "reference")
+
+    def __init__(self, indices: torch.Tensor, per_sample: int):
+        self.indices, self.per_sample = indices, per_sample
+        self.torch = torch.full((len(indices),), math.nan, dtype=torch.float64)
+        self.reference = torch.full((len(indices),), math.nan, dtype=torch.float64)
+
+    def take(self, start: int, count: int, torch_value: torch.Tensor | None,
+             reference: torch.Tensor | None) -> None:
+        """Copy the sampled elements of samples [start, start + count) (None: not known)."""
+        first, end = start * self.per_sample, (start + count) * self.per_sample
+        lo, hi = torch.searchsorted(self.indices, torch.tensor([first, end])).tolist()
+        if lo == hi:
+            return
+        where = self.indices[lo:hi] - first
+        for buffer, value in ((self.torch, torch_value), (self.reference, reference)):
+            if isinstance(value, torch.Tensor) and value.numel() == end - first:
+                buffer[lo:hi] = value.reshape(-1)[where]
+
+    def freeze(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.indices, self.torch, self.reference
 
 
 @dataclass
@@ -164,6 +213,10 @@ class ExactnessReport:
         inputs: How the inputs were chosen.
         samples: How many samples were checked.
         traced_differs: The traced graph's outputs were not bit-identical to eager ones.
+        value_samples: Node name -> (flat indices, PyTorch's values, reference values) of
+            sampled elements; read with `value_sample`.
+        output_samples: Output name -> (flat indices, eager values, reference values);
+            read with `output_error_sample`.
     """
 
     entries: tuple[ExactnessEntry, ...]
@@ -174,6 +227,70 @@ class ExactnessReport:
     local: bool
     end_to_end: bool
     traced_differs: bool
+    value_samples: Mapping[str, tuple[torch.Tensor, ...]] = field(
+        default_factory=_no_samples, repr=False, compare=False)
+    output_samples: Mapping[str, tuple[torch.Tensor, ...]] = field(
+        default_factory=_no_samples, repr=False, compare=False)
+
+    def value_sample(self, node_name: str) -> tuple[torch.Tensor, torch.Tensor]:
+        """PyTorch's values and the float64 end-to-end reference values of one IR node at up
+        to `keep_samples` (default 256) sampled elements, chosen from the seed.
+
+        Args:
+            node_name: An IR node name (an Input node or an operator node).
+
+        Returns:
+            (torch_values, reference_values): 1-D float64 tensors of equal length, in the
+            order of `value_sample_indices`. PyTorch's values are converted exactly; a
+            reference value is NaN where none was computed (`end_to_end=False`, or the node's
+            inputs had already failed).
+
+        Raises:
+            KeyError: No sample for that name (an unknown node, or `keep_samples=0`).
+
+        Example:
+            >>> t, r = report.value_sample("conv1"); plt.scatter(r, t)
+        """
+        _, t, r = self._sample(self.value_samples, node_name, "value")
+        return t.clone(), r.clone()
+
+    def value_sample_indices(self, node_name: str) -> torch.Tensor:
+        """Flat element indices of `value_sample(node_name)` into the node's batched value
+        (samples x per-sample shape, row-major): `value.reshape(-1)[indices]`."""
+        return self._sample(self.value_samples, node_name, "value")[0].clone()
+
+    def output_error_sample(self, name: str | None = None) -> torch.Tensor:
+        """|eager output - float64 reference| at up to 4096 sampled elements per output (all
+        of them when there are fewer), chosen from the seed.
+
+        Args:
+            name: An output's IR node name (`GraphIR.outputs`), or None for all outputs
+                concatenated in order.
+
+        Returns:
+            A 1-D float64 tensor, in the order of `output_error_sample_indices`; NaN where no
+            reference was computed (`end_to_end=False`, or a failed node upstream).
+
+        Raises:
+            KeyError: `name` is not an output.
+        """
+        names = [o.name for o in self.outputs] if name is None else [name]
+        parts = [self._sample(self.output_samples, n, "output")[1:] for n in names]
+        if not parts:
+            return torch.zeros(0, dtype=torch.float64)
+        return torch.cat([(t - r).abs() for t, r in parts])
+
+    def output_error_sample_indices(self, name: str) -> torch.Tensor:
+        """Flat element indices of `output_error_sample(name)` into that batched output."""
+        return self._sample(self.output_samples, name, "output")[0].clone()
+
+    @staticmethod
+    def _sample(samples, name: str, kind: str) -> tuple[torch.Tensor, ...]:
+        try:
+            return samples[name]
+        except KeyError:
+            known = ", ".join(list(samples)[:8]) or "none were kept (keep_samples=0?)"
+            raise KeyError(f"no {kind} sample for node {name!r}; known: {known}") from None
 
     @property
     def ok(self) -> bool:
