@@ -38,6 +38,8 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
     BoundaryRule(_ANY, "a lifted constant, scalar or BatchNorm eps that is NaN or infinite, or "
                        "beyond the largest number of the op's dtype (PyTorch would round it "
                        "to infinity)", "constant-not-finite"),
+    BoundaryRule(_ANY, "a parameter or buffer without values on the CPU: the meta device, "
+                       "another device, a sparse or quantized tensor", "constant-device"),
     BoundaryRule(_ANY, "a result whose leading size does not follow the batch size (checked at "
                        "batch sizes 2 and 3), or whose per-sample shape changes with it",
                  "batch-not-preserved"),

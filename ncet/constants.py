@@ -62,7 +62,25 @@ class ConstantLifter:
         return unique
 
 
+def _check_readable(tensor: torch.Tensor, name: str) -> None:
+    # NCET certifies against values it can read on the CPU: a meta tensor has none, and a
+    # tensor on another device or with a sparse/quantized layout is not what the IR stores.
+    if tensor.device.type == "meta":
+        what = "is on the meta device (it has a shape but no values)"
+    elif tensor.device.type != "cpu":
+        what = f"is on device {tensor.device}"
+    elif tensor.layout != torch.strided or tensor.is_quantized:
+        what = f"is a {'quantized' if tensor.is_quantized else tensor.layout} tensor"
+    else:
+        return
+    raise Rejection("constant-device", f"constant {name!r} {what}; NCET reads the values of "
+                    "constants as dense CPU tensors",
+                    hint="move the model to the CPU first (model.cpu()), with real dense "
+                         "values in every parameter and buffer")
+
+
 def _check_finite(tensor: torch.Tensor, name: str) -> None:
+    _check_readable(tensor, name)
     if tensor.is_floating_point() and not bool(torch.isfinite(tensor).all()):
         raise Rejection("constant-not-finite", f"constant {name!r} holds NaN or infinity",
                         hint="replace the non-finite entries in the model's tensor")

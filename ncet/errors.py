@@ -42,6 +42,8 @@ _REASON_ROWS = (
      "an argument that must be static is a traced value"),
     ("constant-computation", "SupportBoundaryError", "an operation computes on fixed tensors only"),
     ("constant-not-finite", "SupportBoundaryError", "a lifted constant holds NaN or infinity"),
+    ("constant-device", "SupportBoundaryError",
+     "a fixed tensor without values on the CPU (meta, another device, or not strided)"),
     ("rank", "SupportBoundaryError", "the input's rank is outside what the operator accepts"),
     ("dtype", "SupportBoundaryError", "a tensor is not of a floating-point dtype"),
     # Batch axis rules.
