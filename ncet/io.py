@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ncet.consistency import check_consistency
 from ncet.errors import GraphIRFormatError
 from ncet.ir import OP_SCHEMAS, GraphIR, IRNode, Source
 
@@ -77,7 +78,7 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
             position = entry["offset"] + entry["nbytes"]
 
 
-def load(path: str | os.PathLike) -> GraphIR:
+def load(path: str | os.PathLike, *, verify: bool = True) -> GraphIR:
     """Read a GraphIR file written by `save`, validating every field before use.
 
     Nothing in the file is executed (there is no pickle), and no declared size is trusted
@@ -88,18 +89,27 @@ def load(path: str | os.PathLike) -> GraphIR:
 
     Args:
         path: The file to read.
+        verify: Also check that the graph computes what it declares: every node is run once
+            on one zero sample in float64, and its per-sample shape compared with the
+            declared one (`check_consistency`). Turn off only to inspect a file whose
+            attributes do not compute.
 
     Returns:
         The GraphIR, with constants as fresh CPU tensors bit-identical to those saved.
 
     Raises:
-        GraphIRFormatError: The file is not a well-formed GraphIR file of this version, or
-            the path is a directory or not a regular file. The message says what and where.
+        GraphIRFormatError: The file is not a well-formed GraphIR file of this version, the
+            path is a directory or not a regular file, or (with `verify`) a node's dtype,
+            attributes, constants or declared shape contradict what it computes. The
+            message says what and where.
         OSError: The path does not exist or cannot be read.
     """
     name = os.fspath(path)
     try:
-        return _load(name)
+        ir = _load(name)
+        if verify:
+            check_consistency(ir)
+        return ir
     except GraphIRFormatError as exc:
         raise GraphIRFormatError(f"{name!r} is not a valid GraphIR file: {exc}") from None
 

@@ -16,6 +16,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import ncet
 import ncet.io as nio
 from ncet.errors import GraphIRFormatError
 from ncet.io import load, save
@@ -153,7 +154,8 @@ def saved(ir: GraphIR, tmp_path, name: str = "g.ncet") -> bytes:
 def test_round_trip_is_exact(build, tmp_path):
     ir = build()
     save(ir, tmp_path / "g.ncet")
-    back = load(str(tmp_path / "g.ncet"))
+    # all-ops is a format test: its attributes exercise every kind, not a computable graph.
+    back = load(str(tmp_path / "g.ncet"), verify=build is linear_ir)
     assert_same(ir, back)
 
 
@@ -166,7 +168,7 @@ def test_all_ops_ir_covers_every_op_type_and_kind():
 
 def test_special_float_bits_survive(tmp_path):
     save(all_ops_ir(), tmp_path / "g.ncet")
-    back = load(tmp_path / "g.ncet")
+    back = load(tmp_path / "g.ncet", verify=False)
     assert patterns(back.constants["f32"], torch.int32) == [
         0x80000000, 0x00000001, 0x7FC00001, 0x7F800001, 0xFFC00000, 0x7F800000]
     assert patterns(back.constants["f16"], torch.int16) == [0x8000, 0x0001, 0x7E01, 0x7C01]
@@ -190,7 +192,8 @@ def test_loaded_constants_own_their_memory(tmp_path):
 def test_saving_twice_gives_identical_bytes(build, tmp_path):
     first = saved(build(), tmp_path, "a.ncet")
     assert saved(build(), tmp_path, "b.ncet") == first  # two separately built, equal graphs
-    assert saved(load(tmp_path / "a.ncet"), tmp_path, "c.ncet") == first  # save . load = id
+    back = load(tmp_path / "a.ncet", verify=build is linear_ir)
+    assert saved(back, tmp_path, "c.ncet") == first  # save . load = id
 
 
 def test_tuples_in_attrs_are_stored_as_lists(tmp_path):
@@ -198,8 +201,9 @@ def test_tuples_in_attrs_are_stored_as_lists(tmp_path):
     as_tuples = with_node(ir, "conv2d", attrs={**ir.node("conv2d").attrs, "stride": (1, 2)})
     as_lists = with_node(ir, "conv2d", attrs={**ir.node("conv2d").attrs, "stride": [1, 2]})
     assert saved(as_tuples, tmp_path, "t.ncet") == saved(as_lists, tmp_path, "l.ncet")
-    assert load(tmp_path / "t.ncet").node("conv2d").attrs["stride"] == [1, 2]
-    assert load(tmp_path / "t.ncet").node("conv2d").shape == (4, 5)
+    back = load(tmp_path / "t.ncet", verify=False)
+    assert back.node("conv2d").attrs["stride"] == [1, 2]
+    assert back.node("conv2d").shape == (4, 5)
 
 
 def test_layout_matches_the_documented_format(tmp_path):
@@ -664,3 +668,71 @@ def test_fuzzed_header_values_load_or_raise_format_error(data, base_file, tmp_pa
             target[key] = data.draw(replacements(target[key]))
     path = tmp_path_factory.getbasetemp() / "fuzz-header.ncet"
     assert outcome(pack(header, blob), path) in ("loaded", "rejected")
+
+
+# --- Meaning: a well-formed file whose graph does not compute what it declares ----------------
+
+
+@pytest.fixture(scope="module")
+def cnn_file(tmp_path_factory) -> bytes:
+    """A real converted model: Conv2d, BatchNorm, ReLU, MaxPool2d, Flatten, Linear."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(
+        torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.BatchNorm2d(3), torch.nn.ReLU(),
+        torch.nn.MaxPool2d(2), torch.nn.Flatten(), torch.nn.Linear(12, 5)).eval()
+    path = tmp_path_factory.mktemp("io") / "cnn.ncet"
+    save(ncet.convert(model, (2, 4, 4)), path)
+    return path.read_bytes()
+
+
+def constant_entry(h, name: str) -> dict:
+    return next(c for c in h["constants"] if c["name"] == name)
+
+
+# One row per way a structurally valid file can contradict itself (defect B5 in
+# docs/reliability.md): load must say so, naming the node, instead of evaluate failing later.
+MEANINGLESS = [
+    ("input-shape-wrong", edit(lambda h: node_of(h, "Input").update(shape=[2, 5, 4])),
+     "(Conv2d) declares per-sample shape [3, 4, 4] but computes [3, 5, 4]"),
+    ("input-channels-wrong", edit(lambda h: node_of(h, "Input").update(shape=[3, 4, 4])),
+     "cannot be computed"),
+    ("input-rank-wrong", edit(lambda h: node_of(h, "Input").update(shape=[32])),
+     "cannot be computed"),
+    ("input-index-wrong", edit(lambda h: node_of(h, "Input")["attrs"].update(index=1)),
+     "is forward() argument 0 in graph order but declares index 1"),
+    ("node-dtype-unknown", edit(lambda h: node_of(h, "ReLU").update(dtype="banana")),
+     "dtype 'banana' is not one of"),
+    ("node-dtype-integer", edit(lambda h: node_of(h, "ReLU").update(dtype="int64")),
+     "dtype 'int64' is not one of"),
+    ("declared-shape-wrong", edit(lambda h: node_of(h, "ReLU").update(shape=[3, 4, 5])),
+     "declares per-sample shape [3, 4, 5] but computes [3, 4, 4]"),
+    ("output-shape-wrong", edit(lambda h: node_of(h, "Linear").update(shape=[6])),
+     "declares per-sample shape [6] but computes [5]"),
+    ("flatten-dim-out-of-range", edit(lambda h: node_of(h, "Flatten")["attrs"].update(
+        start_dim=7)), "cannot be computed"),
+    ("pool-kernel-too-large", edit(lambda h: node_of(h, "MaxPool2d")["attrs"].update(
+        kernel_size=[9, 9])), "cannot be computed"),
+    ("conv-weight-swapped-with-linear", edit(lambda h: node_of(h, "Conv2d")["attrs"].update(
+        weight=node_of(h, "Linear")["attrs"]["weight"])), "cannot be computed"),
+    ("batchnorm-mean-of-other-length", edit(lambda h: node_of(h, "BatchNorm")["attrs"].update(
+        mean=node_of(h, "Linear")["attrs"]["bias"])), "cannot be computed"),
+]
+
+
+@pytest.mark.parametrize("make, message", [row[1:] for row in MEANINGLESS],
+                         ids=[row[0] for row in MEANINGLESS])
+def test_file_that_does_not_compute_is_rejected(make, message, cnn_file, tmp_path):
+    path = tmp_path / "meaningless.ncet"
+    path.write_bytes(make(*split(cnn_file)))
+    with pytest.raises(GraphIRFormatError, match=r"meaningless\.ncet'.*node '") as info:
+        load(path)
+    assert message in str(info.value)
+    load(path, verify=False)  # well-formed: only the meaning is wrong
+
+
+def test_real_file_loads_and_evaluates_like_the_original(cnn_file, tmp_path):
+    path = tmp_path / "cnn.ncet"
+    path.write_bytes(cnn_file)
+    ir = load(path)
+    x = torch.randn(3, 2, 4, 4, dtype=torch.float64)
+    assert ncet.evaluate(ir, x).shape == (3, 5)
