@@ -232,3 +232,211 @@ def test_static_forms_do_not_import_ipywidgets():
                             timeout=300)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "False"
+
+
+# -- BoundaryPanel ----------------------------------------------------------------------------
+
+
+def test_boundary_panel_groups_by_code_and_filters():
+    report = report_of("many_problems")
+    panel = widgets.BoundaryPanel(report)
+    assert "ncet-boundary-panel" in panel._dom_classes
+    codes = sorted({r.code for r in report.errors})
+    assert list(panel.code.options) == ["all", *codes]
+    assert sorted(Rows(panel.html.value).nodes) == sorted(r.fx_name for r in report.errors)
+    for code in codes:
+        panel.code.value = code
+        assert Rows(panel.html.value).nodes == [r.fx_name for r in report.errors
+                                                if r.code == code]
+    assert panel.to_html() == widgets.boundary_html(report)
+
+
+def test_boundary_panel_says_no_problems_when_the_model_converts():
+    panel = widgets.BoundaryPanel(report_of("mlp"))
+    assert "No problems" in panel.html.value and not Rows(panel.html.value).rows
+
+
+# -- exactness --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def lenet_exactness():
+    model, shapes = load_example("lenet")
+    return ncet.check_exactness(model, report_of("lenet").graph, samples_per_scale=4)
+
+
+def labelled(axis, prefix: str):
+    return [c for c in axis.collections if c.get_label().startswith(prefix)]
+
+
+def test_exactness_figure_draws_every_node_and_marks_violations(lenet_exactness):
+    import dataclasses
+
+    report = lenet_exactness
+    axis = widgets.exactness_figure(report).axes[0]
+    assert axis.get_yscale() == "log"
+    (local,) = labelled(axis, "node-local observed")
+    assert len(local.get_offsets()) == len(report.entries)
+    assert [t.get_text() for t in axis.get_xticklabels()] == \
+        [f"{e.name} ({e.op_type})" for e in report.entries]
+    assert not labelled(axis, "violation")  # PyTorch agrees with the IR within the bounds
+    # A report with a violation at node 3: the figure marks exactly that node.
+    bad = dataclasses.replace(report.entries[3], local_violations=2)
+    broken = dataclasses.replace(report, entries=(*report.entries[:3], bad,
+                                                  *report.entries[4:]))
+    (marks,) = labelled(widgets.exactness_figure(broken).axes[0], "violation")
+    assert [int(x) for x, _ in marks.get_offsets()] == [3]
+
+
+def test_output_histogram_counts_every_sampled_error(lenet_exactness):
+    report = lenet_exactness
+    figure = widgets.output_error_figure(report)
+    errors = report.output_error_sample()
+    counted = sum(p.get_height() for p in figure.axes[0].patches)
+    exact = int((errors == 0).sum())
+    assert counted + exact == len(errors) > 0
+    assert f"{len(errors)} sampled elements, {exact} exact" in figure.axes[0].get_title(loc="left")
+
+
+def test_scatter_is_pytorch_against_the_reference(lenet_exactness):
+    report = lenet_exactness
+    torch_values, reference = report.value_sample("fc2")
+    left = widgets.scatter_figure(report, "fc2").axes[0]
+    points = left.collections[0].get_offsets()
+    assert points[:, 0].tolist() == reference.tolist()
+    assert points[:, 1].tolist() == torch_values.tolist()
+    with pytest.raises(KeyError):
+        widgets.scatter_figure(report, "no_such_node")
+
+
+def test_exactness_panel_drives_the_scatter_and_states_the_arithmetic(lenet_exactness):
+    report = lenet_exactness
+    panel = widgets.ExactnessPanel(report)
+    assert "ncet-exactness-panel" in panel._dom_classes
+    assert list(panel.node.options) == [e.name for e in report.entries]
+    assert report.summary().splitlines()[0] in panel.verdict.value.replace("&#x27;", "'")
+    for note in report.arithmetic.notes:
+        assert escape_text(note) in panel.arithmetic.value
+    panel.node.value = "conv1"
+    first = panel.scatter.value
+    assert "conv1 (Conv2d)" in first
+    panel.node.value = "fc3"
+    assert "fc3 (Linear)" in panel.scatter.value and panel.scatter.value != first
+    assert Rows(panel.table.value).nodes == [e.name for e in report.entries]
+    html = panel.to_html()
+    assert html == widgets.exactness_html(report, "fc3")  # deterministic
+    assert " at 0x" not in html and "<svg" in html
+
+
+def escape_text(text: str) -> str:
+    import html
+
+    return html.escape(text)
+
+
+# -- graph ------------------------------------------------------------------------------------
+
+
+def chain(blocks: int):
+    from torch import nn
+
+    return nn.Sequential(*[m for _ in range(blocks) for m in (nn.Linear(3, 3), nn.ReLU())])
+
+
+def drawn_nodes(figure) -> list[str]:
+    """The node names in the drawn boxes, in drawing order."""
+    axis = figure.axes[0]
+    return [t.get_text().split("\n")[0] for t in axis.texts if t.get_bbox_patch() is not None]
+
+
+def test_graph_figure_draws_every_node_and_edge_colored_by_op_type():
+    ir = report_of("residual_cnn").graph
+    figure = widgets.graph_figure(ir)
+    assert drawn_nodes(figure) == [n.name for n in ir.nodes]
+    axis = figure.axes[0]
+    boxes = {t.get_text().split("\n")[0]: t.get_bbox_patch().get_edgecolor()
+             for t in axis.texts if t.get_bbox_patch() is not None}
+    by_op = {}
+    for node in ir.nodes:
+        by_op.setdefault(node.op_type, set()).add(tuple(boxes[node.name]))
+    assert all(len(colors) == 1 for colors in by_op.values())  # one colour per op_type
+    assert len({next(iter(c)) for c in by_op.values()}) == len(by_op)  # distinct colours
+    arrows = [c for c in axis.get_children() if type(c).__name__ == "Annotation"]
+    named = sum(t.get_text().startswith("from ") for t in axis.texts)
+    edges = sum(len(n.inputs) for n in ir.nodes)
+    assert len(arrows) + sum(t.get_text().count(",") + 1 for t in axis.texts
+                             if t.get_text().startswith("from ")) == edges
+    assert named >= 1  # 32 layers fold into two columns; the fold is named, not drawn
+
+
+def test_graph_figure_pages_beyond_max_nodes():
+    ir = ncet.convert(chain(60), (3,))  # 122 nodes
+    first = widgets.graph_figure(ir)
+    assert drawn_nodes(first) == [n.name for n in ir.nodes[:100]]
+    assert "showing nodes 1–100 of 122 (page 1 of 2)" in first.axes[0].get_title(loc="left")
+    second = widgets.graph_figure(ir, start=100)
+    assert drawn_nodes(second) == [n.name for n in ir.nodes[100:]]
+    assert "showing nodes 101–122 of 122 (page 2 of 2)" in second.axes[0].get_title(loc="left")
+    assert f"from {ir.nodes[99].name}" in [t.get_text() for t in second.axes[0].texts]
+    small = widgets.graph_figure(report_of("mlp").graph)
+    assert "showing" not in small.axes[0].get_title(loc="left")
+
+
+def test_graph_view_pages():
+    ir = ncet.convert(chain(60), (3,))
+    view = widgets.GraphView(ir, max_nodes=50)
+    assert view.pages == 3 and view.page.max == 3
+    assert f">{ir.nodes[0].name}<" in view.figure.value.replace("\n", "<")
+    view.next.click()
+    view.next.click()
+    assert view.page.value == 3 and view.next.disabled
+    assert "nodes 101–122 of 122" in view.info.value
+    assert "page 3 of 3" in view.figure.value
+    assert view.to_html() == widgets.graph_html(ir, 50, 100)
+
+
+# -- Workbench --------------------------------------------------------------------------------
+
+
+def test_workbench_is_lazy_and_run_exactness_fills_the_panel(monkeypatch):
+    calls = []
+    real = ncet.check_exactness
+
+    def counting(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ncet, "check_exactness", counting)
+    model, shapes = load_example("mlp")
+    bench = widgets.Workbench(model, *shapes)
+    assert "ncet-workbench" in bench._dom_classes
+    assert bench.titles == ("Mapping", "Support boundary", "Exactness", "Graph")
+    assert Rows(bench.mapping.table.value).nodes == [r.fx_name for r in bench.report.rows]
+    assert bench._graph is None
+    for index in (1, 2, 0):
+        bench.selected_index = index
+    assert calls == [] and bench.exactness is None and bench._graph is None
+    bench.selected_index = 3
+    assert isinstance(bench._graph, widgets.GraphView)
+    assert bench.children[3].children == (bench.graph,)
+    assert calls == []
+    report = bench.run_exactness(samples_per_scale=2, chunk_size=2)
+    assert len(calls) == 1 and callable(calls[0]["progress"])
+    assert bench.progress.max == 3 and bench.progress.value == bench.progress.max
+    assert bench.exactness_report is report and report.ok
+    assert bench.exactness in bench.children[2].children
+    assert Rows(bench.exactness.table.value).nodes == [e.name for e in report.entries]
+    html = bench.to_html()
+    assert Rows(html).nodes[:len(bench.report.rows)] == [r.fx_name for r in bench.report.rows]
+    assert report.summary().splitlines()[0] in html.replace("&#x27;", "'")
+
+
+def test_workbench_on_a_rejected_model():
+    model, shapes = load_example("many_problems")
+    bench = widgets.Workbench(model, *shapes)
+    assert bench.run_button.disabled and bench.graph is None
+    assert sorted(Rows(bench.boundary.html.value).nodes) == \
+        sorted(r.fx_name for r in bench.report.errors)
+    with pytest.raises(ncet.ConversionError):
+        bench.run_exactness()
+    assert "does not convert" in bench.to_html()

@@ -13,7 +13,19 @@ from .frames import boundary_frame, boundary_html, mapping_frame, mapping_html
 
 _LAZY = {
     "MappingTable": ".mapping",
+    "BoundaryPanel": ".panels",
+    "ExactnessPanel": ".panels",
+    "GraphView": ".panels",
+    "Workbench": ".workbench",
+    "exactness_figure": ".figures",
+    "output_error_figure": ".figures",
+    "scatter_figure": ".figures",
+    "figure_svg": ".figures",
+    "graph_figure": ".graph",
+    "exactness_html": ".static",
+    "graph_html": ".static",
 }
+"""Imported on first use: the widgets need ipywidgets, the figures matplotlib."""
 
 __all__ = ["boundary_frame", "boundary_html", "mapping_frame", "mapping_html", *_LAZY]
 

@@ -116,11 +116,18 @@ def sentence(text: str) -> str:
     return text[:1].upper() + text[1:] if text else "-"
 
 
-def boundary_html(report: ncet.ConversionReport) -> str:
+def boundary_html(report: ncet.ConversionReport, code: str | None = None) -> str:
     """The support boundary as static HTML: rejected nodes grouped by reason code, each
     with its spelling, source line, message and hint; "no problems" when the model
-    converts."""
+    converts.
+
+    Args:
+        report: The result of `ncet.diagnose`.
+        code: Show only this reason code's group (all groups when None).
+    """
     frame = boundary_frame(report)
+    if code is not None:
+        frame = frame[frame["code"] == code]
     if frame.empty:
         return (f'<div class="ncet-static ncet-boundary">{_STYLE}<p>No problems: every FX '
                 f"node is inside the support boundary ({escape(report.summary())}).</p></div>")

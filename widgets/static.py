@@ -1,0 +1,107 @@
+"""Static HTML of the exactness and graph views (inline SVG, deterministic, no ipywidgets)."""
+
+from __future__ import annotations
+
+import math
+
+import ncet
+
+from .figures import (
+    exactness_figure,
+    figure_png,
+    figure_svg,
+    output_error_figure,
+    scatter_figure,
+)
+from .frames import escape
+from .graph import graph_figure
+
+MAX_SVG_POINTS = 400
+"""Beyond this many nodes a figure is embedded as PNG: an SVG would grow by megabytes."""
+
+
+def figure_html(figure, salt: str, points: int = 0) -> str:
+    """A figure as inline HTML: SVG (deterministic text) unless it has many points."""
+    return figure_png(figure) if points > MAX_SVG_POINTS else figure_svg(figure, salt)
+
+
+def default_node(report: ncet.ExactnessReport) -> str | None:
+    """The node worth looking at first: the first violation, else the tightest node."""
+    if report.first_violation is not None:
+        return report.first_violation.name
+    if not report.entries:
+        return None
+    return max(report.entries, key=lambda e: (_finite(e.local_ratio), _finite(e.e2e_ratio))).name
+
+
+def _finite(value: float) -> float:
+    return value if math.isfinite(value) else math.inf
+
+
+def verdict_html(report: ncet.ExactnessReport) -> str:
+    """The verdict line (green when exact, red otherwise) and the rest of the summary."""
+    first, *rest = report.summary().splitlines()
+    color = "#166534" if report.ok else "#b91c1c"
+    lines = "".join(f"<li>{escape(line)}</li>" for line in rest)
+    return (f'<div class="ncet-verdict"><p style="color:{color};font-weight:bold">'
+            f"{escape(first)}</p><ul>{lines}</ul></div>")
+
+
+def arithmetic_html(report: ncet.ExactnessReport) -> str:
+    """The declared arithmetic model the bounds hold under, with the backend flags read."""
+    model = report.arithmetic
+    notes = "".join(f"<li>{escape(n)}</li>" for n in model.notes)
+    flags = ", ".join(f"{k}={v}" for k, v in model.flags.items())
+    state = "within the declared model" if model.certified else \
+        "OUTSIDE the declared model: the bounds are not certified"
+    return (f'<div class="ncet-arithmetic"><h4>Arithmetic model</h4>'
+            f"<p>The bounds hold under this arithmetic; the flags in force are {state}.</p>"
+            f"<ul>{notes}</ul><p><small>Flags read: <code>{escape(flags)}</code></small></p>"
+            "</div>")
+
+
+def outputs_html(report: ncet.ExactnessReport) -> str:
+    """One row per model output: the eager model against the reference and its bound."""
+    body = "".join(
+        f"<tr><td><code>{escape(o.name)}</code></td><td>{o.max_error:.3g}</td>"
+        f"<td>{o.bound:.3g}</td><td>{o.ratio:.3g}</td><td>{o.violations}</td></tr>"
+        for o in report.outputs)
+    return ('<table class="ncet-outputs"><thead><tr><th>output</th><th>max |eager - '
+            "reference|</th><th>bound there</th><th>ratio</th><th>violations</th></tr>"
+            f"</thead><tbody>{body}</tbody></table>")
+
+
+def nodes_html(report: ncet.ExactnessReport) -> str:
+    """One row per IR node: errors, bounds, ratios, violations marked."""
+    body = "".join(
+        f'<tr data-node="{escape(e.name)}"'
+        f'{" class=problem" if e.violated else ""}><td><code>{escape(e.name)}</code></td>'
+        f"<td>{escape(e.op_type)}</td><td>{e.local_max_error:.3g}</td>"
+        f"<td>{e.local_bound:.3g}</td><td>{e.local_ratio:.3g}</td>"
+        f"<td>{e.e2e_max_error:.3g}</td><td>{e.e2e_bound:.3g}</td><td>{e.e2e_ratio:.3g}</td>"
+        f"<td>{'VIOLATED' if e.violated else ''}</td></tr>" for e in report.entries)
+    head = "".join(f"<th>{h}</th>" for h in (
+        "node", "op_type", "local error", "local bound", "ratio", "e2e error", "e2e bound",
+        "ratio", ""))
+    return (f'<table class="ncet-exactness-nodes"><thead><tr>{head}</tr></thead>'
+            f"<tbody>{body}</tbody></table>")
+
+
+def exactness_html(report: ncet.ExactnessReport, node: str | None = None) -> str:
+    """The exactness panel as static HTML: verdict, per-node plot, output error histogram,
+    torch-vs-reference scatter for `node` (default: the first violation or the tightest
+    node), the arithmetic model, and the per-node and per-output tables."""
+    node = node or default_node(report)
+    parts = ['<div class="ncet-static ncet-exactness">', verdict_html(report),
+             figure_html(exactness_figure(report), "ncet-errors", len(report.entries)),
+             figure_html(output_error_figure(report), "ncet-outputs"), outputs_html(report)]
+    if node is not None:
+        parts.append(figure_html(scatter_figure(report, node), "ncet-scatter"))
+    parts += [arithmetic_html(report), nodes_html(report), "</div>"]
+    return "".join(parts)
+
+
+def graph_html(ir: ncet.GraphIR, max_nodes: int = 100, start: int = 0) -> str:
+    """One page of the graph drawing as static HTML (inline SVG)."""
+    figure = graph_figure(ir, max_nodes=max_nodes, start=start)
+    return f'<div class="ncet-static ncet-graph">{figure_svg(figure, "ncet-graph")}</div>'
