@@ -5,7 +5,7 @@
 #   make demo    run the demo: a bundled model and its per-node mapping table
 #   make lint    ruff over the sources
 #   make docs    regenerate docs/support-boundary.md from ncet/boundary.py
-#   make test    lint, then the whole test suite
+#   make test    lint, then the whole test suite: tests/ and, through nbval, notebooks/
 #   make clean   remove .venv, build output and caches
 #
 # Every install goes through constraints.txt: it pins torch to the CPU build on local disk.
@@ -17,7 +17,7 @@ STAMP  := $(VENV)/.stamp
 
 # The folders ruff checks; only those that exist (git keeps no empty folders, and ruff fails
 # on a missing path).
-LINT_PATHS := $(wildcard ncet tests benchmarks)
+LINT_PATHS := $(wildcard ncet widgets tests benchmarks)
 
 .PHONY: venv demo lint docs test clean
 
@@ -40,6 +40,9 @@ docs: venv
 	$(BIN)/python -m ncet.boundary > docs/support-boundary.md
 
 # pytest exits 5 when it collects no tests; that fails this target, on purpose.
+# pyproject.toml's [tool.pytest.ini_options] makes this run tests/ and notebooks/, the notebooks
+# under nbval (stored outputs compared, notebooks/sanitize.cfg masking addresses and ids); the
+# browser tests drive Debian's /usr/bin/chromium (Playwright never downloads a browser).
 test: lint
 	$(BIN)/python -m pytest
 
