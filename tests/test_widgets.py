@@ -19,7 +19,7 @@ pytest.importorskip("pandas")
 from ncet import widgets  # noqa: E402
 
 CONVERTING = ("mlp", "lenet", "residual_cnn")
-REJECTED = ("many_problems", "training_mode_cnn", "sigmoid_mlp")
+REJECTED = ("many_problems", "training_mode_cnn", "sigmoid_mlp", "batch_mixing", "data_dependent")
 
 
 class Rows(HTMLParser):
