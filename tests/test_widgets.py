@@ -138,7 +138,12 @@ def test_mapping_table_filters_against_diagnose(name):
     report = report_of(name)
     table = widgets.MappingTable(report, page_size=1000)
     assert shown(table) == expected(report)
+    # The DOM contract the browser test relies on.
     assert "ncet-mapping-table" in table._dom_classes
+    assert "ncet-filter-op-type" in table.op_type._dom_classes
+    assert "ncet-filter-status" in table.status._dom_classes
+    assert "ncet-count" in table.count._dom_classes
+    assert table.table.value.startswith('<table class="ncet-mapping">')
     for status in table.status.options[1:]:
         table.status.value = status
         assert shown(table) == expected(report, status=status) != []
