@@ -35,3 +35,13 @@ def test_ir_doc_describes_every_op_type_and_attribute():
     for op_type, (_, schema) in OP_SCHEMAS.items():
         for attr in schema:
             assert f"`{attr}`" in rows[op_type], f"docs/ir.md: {op_type} lacks {attr}"
+
+
+def test_version_is_the_installed_distributions():
+    import tomllib
+    from pathlib import Path
+
+    import ncet
+
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert ncet.__version__ == project["project"]["version"]

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import math
-from importlib import metadata
 from typing import Any
+
+import ncet
 
 from ..exactness_report import ExactnessEntry, ExactnessReport, OutputEntry
 from ..ir import GraphIR, IRNode, describe_tensor
@@ -23,10 +24,7 @@ SCHEMA_VERSION = 1
 
 def ncet_version() -> str:
     """The installed package's version, or "unknown" when running from a bare checkout."""
-    try:
-        return metadata.version("ncet")
-    except metadata.PackageNotFoundError:
-        return "unknown"
+    return ncet.__version__
 
 
 def document(command: str, **fields: Any) -> dict[str, Any]:
