@@ -431,6 +431,9 @@ def test_workbench_is_lazy_and_run_exactness_fills_the_panel(monkeypatch):
     assert bench.exactness_report is report and report.ok
     assert bench.exactness in bench.children[2].children
     assert Rows(bench.exactness.table.value).nodes == [e.name for e in report.entries]
+    bench.mapping.select("layers_2")  # the mapping table's choice drives the scatter
+    assert bench.exactness.node.value == "layers_2"
+    assert "layers_2 (Linear)" in bench.exactness.scatter.value
     html = bench.to_html()
     assert Rows(html).nodes[:len(bench.report.rows)] == [r.fx_name for r in bench.report.rows]
     assert report.summary().splitlines()[0] in html.replace("&#x27;", "'")
@@ -445,3 +448,20 @@ def test_workbench_on_a_rejected_model():
     with pytest.raises(ncet.ConversionError):
         bench.run_exactness()
     assert "does not convert" in bench.to_html()
+
+
+def test_static_html_is_the_same_in_another_process():
+    report = report_of("lenet")
+    forms = (widgets.mapping_html(report), widgets.boundary_html(report),
+             widgets.graph_html(report.graph))
+    code = ("import hashlib, ncet; from ncet import widgets; "
+            "from ncet.examples import load_example; m, s = load_example('lenet'); "
+            "r = ncet.diagnose(m, *s); "
+            "print([hashlib.sha256(h.encode()).hexdigest() for h in (widgets.mapping_html(r), "
+            "widgets.boundary_html(r), widgets.graph_html(r.graph))])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    import hashlib
+
+    assert result.stdout.strip() == str([hashlib.sha256(h.encode()).hexdigest() for h in forms])

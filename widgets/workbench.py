@@ -73,6 +73,7 @@ class Workbench(W.Tab):
                                    self._graph_box], titles=TITLES)
         self.add_class("ncet-workbench")
         self.observe(self._on_tab, names="selected_index")
+        self.mapping.node.observe(self._on_mapping_node, names="value")
 
     def _idle_text(self) -> str:
         if not self.report.ok:
@@ -127,6 +128,11 @@ class Workbench(W.Tab):
             self._graph = GraphView(self.report.graph, max_nodes=self.max_nodes)
             self._graph_box.children = (self._graph,)
         return self._graph
+
+    def _on_mapping_node(self, change) -> None:
+        """A node chosen in the mapping table is also shown in the exactness scatter."""
+        if self.exactness is not None and change["new"] in self.exactness.node.options:
+            self.exactness.node.value = change["new"]
 
     def _on_tab(self, change) -> None:
         if change["new"] == GRAPH_TAB:
