@@ -35,12 +35,13 @@ def styled(draw):
     return wrapper
 
 
-def new_figure(width: float, height: float, rows: int = 1, cols: int = 1):
+def new_figure(width: float, height: float, rows: int = 1, cols: int = 1,
+               layout: str | None = "constrained"):
     """A Figure on its own Agg canvas (pyplot's global state untouched) and its axes."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    figure = Figure(figsize=(width, height), layout="constrained")
+    figure = Figure(figsize=(width, height), layout=layout)
     FigureCanvasAgg(figure)
     return figure, figure.subplots(rows, cols, squeeze=False)
 

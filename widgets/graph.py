@@ -88,9 +88,15 @@ def graph_figure(ir: ncet.GraphIR, max_nodes: int = 100, start: int = 0):
     nodes = ir.nodes[start:stop]
     plan = layout(nodes)
     colors = op_colors()
-    width = min(max(4.0, 1.9 * plan.columns + 1.0), 30.0)
-    height = min(max(2.5, 0.62 * plan.rows + 1.2), 30.0)
-    figure, axes = new_figure(width, height)
+    present = list(dict.fromkeys(n.op_type for n in nodes))
+    width = min(max(5.0, 1.9 * plan.columns + 1.0), 30.0)
+    legend_columns = max(1, min(len(present), int(width / 1.5)))
+    legend_rows = -(-len(present) // legend_columns)
+    height = min(max(2.5, 0.62 * plan.rows + 1.0 + 0.17 * legend_rows), 30.0)
+    # Fixed margins rather than a layout engine: it would draw every label twice.
+    figure, axes = new_figure(width, height, layout=None)
+    figure.subplots_adjust(left=0.15 / width, right=1 - 0.15 / width, top=1 - 0.4 / height,
+                           bottom=(0.25 + 0.17 * legend_rows) / height)
     axis = axes[0][0]
     on_page = {n.name for n in nodes}
     for node in nodes:
@@ -127,11 +133,10 @@ def graph_figure(ir: ncet.GraphIR, max_nodes: int = 100, start: int = 0):
         pages = -(-total // max_nodes)
         title += (f"; showing nodes {start + 1}–{stop} of {total} "
                   f"(page {start // max_nodes + 1} of {pages})")
-    axis.set_title(title, loc="left", fontsize=10)
-    present = list(dict.fromkeys(n.op_type for n in nodes))
+    axis.set_title(title, loc="left", fontsize=10, pad=12)
     handles = [_patch(colors[op], op) for op in present if op in colors]
-    figure.legend(handles=handles, loc="outside lower center", ncols=min(len(handles), 8),
-                  fontsize=7, frameon=False)
+    figure.legend(handles=handles, loc="lower center", ncols=legend_columns, fontsize=7,
+                  frameon=False)
     return figure
 
 
