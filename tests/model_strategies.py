@@ -996,10 +996,9 @@ def _tensor_affine(g: _Gen, a: int, kind: str, source: str, reject: bool, alpha=
                  [-0.0], positive=kind == "div", integer=not dtype.is_floating_point)
     if not dtype.is_floating_point:  # float -> int conversion out of range is undefined
         info = torch.iinfo(dtype)
-        # KNOWN BUG B7: an int64 constant holding -2**63 is accepted although |c| > 2**53
-        # (its abs() wraps around); keep it out by staying one below the dtype's minimum.
-        t = t.clamp(max(info.min + 1, -2.0 ** 62), min(info.max, 2.0 ** 62))
-    plant = {"nan": g.pick([math.nan, math.inf, -math.inf]), "int-big": 2.0 ** 60,
+        t = t.clamp(max(info.min, -2.0 ** 63), min(info.max, 2.0 ** 62))
+    plant = {"nan": g.pick([math.nan, math.inf, -math.inf]),
+             "int-big": g.pick([2.0 ** 60, 2.0 ** 53 + 2, -2.0 ** 63]),
              "zero": g.pick([0.0, -0.0]), "subnormal": subnormal(v.dtype)}.get(problem)
     if plant is not None and t.numel():
         t.view(-1)[g.draw(st.integers(0, t.numel() - 1))] = plant
@@ -1014,10 +1013,6 @@ def _tensor_affine(g: _Gen, a: int, kind: str, source: str, reject: bool, alpha=
         table = [("torch.div({0}, C, rounding_mode='trunc')",
                   lambda x, c: torch.div(x, c, rounding_mode="trunc"))]
     if codes and not reject:
-        return None
-    # KNOWN BUG B8: x / c with an empty constant c makes convert and diagnose raise
-    # RuntimeError (min() of an empty tensor) instead of converting or rejecting.
-    if kind == "div" and t.numel() == 0:
         return None
     cmag = 1.0 if t.dtype == torch.bool else _magnitude(t)
     scale = abs(1 if alpha is None else alpha) if not alpha_codes else 1.0
