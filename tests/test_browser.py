@@ -142,9 +142,17 @@ def wait_until_up(lab: Lab, server: subprocess.Popen) -> None:
     pytest.fail(f"JupyterLab did not answer within {SERVER_START_S} s:\n{tail(lab.log)}")
 
 
-def stop(server: subprocess.Popen) -> None:
-    """Stop the server: SIGTERM lets it shut its kernels down; SIGKILL the group if it hangs."""
+def stop(lab: Lab, server: subprocess.Popen) -> None:
+    """Shut the kernels down, then the server (SIGTERM; SIGKILL to its group if it hangs)."""
     if server.poll() is None:
+        try:  # kernels run in sessions of their own: ask the server to end them first
+            for session in api(lab, "sessions"):
+                request = urllib.request.Request(
+                    f"{lab.url}/api/sessions/{session['id']}?token={lab.token}",
+                    method="DELETE")
+                urllib.request.urlopen(request, timeout=60).close()
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass  # SIGTERM below still makes the server shut its kernels down
         server.terminate()
         try:
             server.wait(timeout=60)
@@ -190,7 +198,7 @@ def lab(tmp_path_factory) -> Iterator[Lab]:
         wait_until_up(server_lab, server)
         yield server_lab
     finally:
-        stop(server)
+        stop(server_lab, server)
 
 
 def wait_for_kernel(lab: Lab, page: Page) -> None:
