@@ -5,7 +5,8 @@ throwaway root folder and throwaway Jupyter config, data, runtime and IPython fo
 kernel spec and the ipywidgets lab extension still come from this environment's
 share/jupyter), opens tests/browser/mapping_table.ipynb, runs all its cells from the Run menu,
 and checks the `MappingTable` it displays: rows rendered, then a choice in the op_type filter
-changes the rows and the count to exactly that op_type's nodes. The screenshot is saved to
+changes the rows and the count to exactly that op_type's nodes (and one in the status filter
+to exactly the lifted nodes). The screenshot of the op_type choice is saved to
 artifacts/workbench.png (gitignored) for a person to look at.
 
 The browser is Debian's /usr/bin/chromium (.ci/run installs it); Playwright only drives it and
@@ -55,6 +56,7 @@ CHANGE_MS = 120_000
 TABLE = ".ncet-mapping-table"
 ROWS = f"{TABLE} table.ncet-mapping tbody tr"
 OP_TYPE_SELECT = f"{TABLE} .ncet-filter-op-type select"
+STATUS_SELECT = f"{TABLE} .ncet-filter-status select"
 
 # What the page shows, read in one go: the header, the rows (data-node and cell texts), the
 # count text and the op_type filter's options.
@@ -220,6 +222,24 @@ def run_all_cells(lab: Lab, page: Page) -> None:
     page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
 
 
+def choose(page: Page, select: str, label: str, count_before: str, rows: int) -> dict:
+    """Choose `label` in a filter, wait until the count text and the row count follow."""
+    page.select_option(select, label=label)
+    page.wait_for_function(CHANGED, arg=[count_before, rows], timeout=CHANGE_MS)
+    return page.evaluate(READ_TABLE)
+
+
+def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
+    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
+    monkeypatch.setattr(shutil, "which", lambda name: None)
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install"):
+        chromium()
+    monkeypatch.setenv("CI", "false")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install"):
+        chromium()
+
+
 def test_the_mapping_table_filters_in_jupyterlab(lab):
     model, shapes = load_example(EXAMPLE)
     report = ncet.diagnose(model, *shapes)
@@ -228,6 +248,8 @@ def test_the_mapping_table_filters_in_jupyterlab(lab):
     chosen = "Conv2d"
     expected = [r.fx_name for r in report.rows if r.op_type == chosen]
     assert 0 < len(expected) < page_size
+    lifted = [r.fx_name for r in report.rows if r.status == "lifted"]
+    assert 0 < len(lifted) < page_size
 
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS,
@@ -246,11 +268,7 @@ def test_the_mapping_table_filters_in_jupyterlab(lab):
             assert "all" in before["options"] and chosen in before["options"]
             assert str(len(report.rows)) in before["count"], before["count"]
 
-            page.select_option(OP_TYPE_SELECT, label=chosen)
-            page.wait_for_function(CHANGED, arg=[before["count"], len(expected)],
-                                   timeout=CHANGE_MS)
-
-            after = page.evaluate(READ_TABLE)
+            after = choose(page, OP_TYPE_SELECT, chosen, before["count"], len(expected))
             assert [r["node"] for r in after["rows"]] == expected
             assert {r["cells"][op_column] for r in after["rows"]} == {chosen}
             assert after["count"] != before["count"]
@@ -260,6 +278,14 @@ def test_the_mapping_table_filters_in_jupyterlab(lab):
             page.locator(TABLE).scroll_into_view_if_needed()
             page.screenshot(path=str(SCREENSHOT), full_page=True)
             print(f"screenshot: {SCREENSHOT}")
+
+            # the other filter: every op_type again, then only the lifted nodes
+            again = choose(page, OP_TYPE_SELECT, "all", after["count"], page_size)
+            assert again["rows"] == before["rows"] and again["count"] == before["count"]
+            status_column = before["head"].index("status")
+            only = choose(page, STATUS_SELECT, "lifted", again["count"], len(lifted))
+            assert [r["node"] for r in only["rows"]] == lifted
+            assert {r["cells"][status_column] for r in only["rows"]} == {"lifted"}
         except Exception:
             ARTIFACTS.mkdir(exist_ok=True)
             page.screenshot(path=str(ARTIFACTS / "workbench-failure.png"), full_page=True)
