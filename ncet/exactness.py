@@ -7,18 +7,20 @@ import math
 import sys
 from collections.abc import Callable, Sequence
 from types import MappingProxyType
+from typing import NamedTuple
 
 import torch
 import torch.fx
 from torch import nn
 
-from .arithmetic import ArithmeticModel, read_arithmetic_model
+from .arithmetic import SMALLEST_NORMAL, ArithmeticModel, read_arithmetic_model
 from .bounds import (
     BOUND_RULES,
     FLOAT32_DOT_OPS,
     SAFETY,
-    Rounding,
-    dot_upper_bound,
+    DotBound,
+    LinearBound,
+    dot_sum32,
     round_up_to_float32,
     rounding,
 )
@@ -141,6 +143,36 @@ def _report_progress(progress, done: int, total: int) -> None:
               file=sys.stderr, flush=True)
 
 
+class _Bound(NamedTuple):
+    """A rounding node's local bound B_t + B_r (SAFETY included), the float64 gamma of its
+    rounding count, and the float32 route of Linear/Conv2d when taken."""
+
+    value: torch.Tensor
+    g_ref: float
+    dot: DotBound | None = None
+    linear: LinearBound | None = None
+
+
+class _Scratch:
+    """Named buffers, grown to the largest node value and reused by every node and chunk for
+    temporaries (absolute values, local bounds, comparisons): no fresh chunk-sized
+    allocations for them, so they are cache-warm and the heap does not fragment."""
+
+    def __init__(self):
+        self.flat: dict[tuple[str, torch.dtype], torch.Tensor] = {}
+
+    def get(self, slot: str, shape, dtype: torch.dtype = _F64) -> torch.Tensor:
+        n = math.prod(shape)
+        buffer = self.flat.get((slot, dtype))
+        if buffer is None or buffer.numel() < n:
+            buffer = self.flat[slot, dtype] = torch.empty(n, dtype=dtype)
+        return buffer[:n].view(shape)
+
+    def __call__(self, shape) -> tuple[torch.Tensor, torch.Tensor]:
+        """The two buffers `CheckStats.update` works in."""
+        return self.get("work", shape), self.get("spare", shape)
+
+
 class _Checker:
     """Walks the traced graph chunk by chunk, freeing every value after its last use."""
 
@@ -166,6 +198,9 @@ class _Checker:
         self.last_use = self._last_uses()
         self.samplers: dict[str, ElementSampler] = {}
         self.output_samplers: dict[str, ElementSampler] = {}
+        self.dot_bounds: dict[str, DotBound] = {}
+        self.linear_bounds: dict[str, LinearBound] = {}
+        self.scratch = _Scratch()
 
     def sample(self, total: int, keep: int, seed: int) -> None:
         """Choose the elements kept for the report's value and output error samples."""
@@ -245,15 +280,12 @@ class _Checker:
             return
         raw = [fx_env[self.fx_by_name[name]] for name in node.inputs]
         ins = [self.as_f64[name] for name in node.inputs]
-        magnitude = None
-        if self._float32_dot(node, raw):
-            magnitude = dot_upper_bound(node, [x.abs() for x in raw], self.abs_consts32, False)
-        r = rounding(node, ins, self.abs_consts, self.ir.constants, magnitude)
         t = self.as_f64[node.name] = torch_value.to(_F64)
-        if self.local:
-            self._local(node, stats, t, ins, r)
+        dtype = getattr(torch, node.dtype)
+        bound = self._local_bound(node, raw, ins, dtype, t.shape)
+        expected = self._local(node, stats, t, ins, bound, dtype) if self.local else None
         if self.end_to_end:
-            self._end_to_end(node, stats, t, ref, radius, r)
+            self._end_to_end(node, stats, t, ref, radius, ins, expected, bound, dtype)
 
     def _float32_dot(self, node: IRNode, raw: list[torch.Tensor]) -> bool:
         """Linear/Conv2d with float32 operands: magnitudes and radii are computed in float32
@@ -262,42 +294,75 @@ class _Checker:
             and node.attrs["weight"] in self.abs_consts32 \
             and (node.attrs["bias"] is None or node.attrs["bias"] in self.abs_consts32)
 
-    def _local(self, node: IRNode, stats, t, ins, r: Rounding) -> None:
+    def _dot_bound(self, node: IRNode, dtype: torch.dtype) -> DotBound:
+        if node.name not in self.dot_bounds:
+            self.dot_bounds[node.name] = DotBound.of(node, self.ir.constants, dtype,
+                                                     self.arithmetic)
+        return self.dot_bounds[node.name]
+
+    def _local_bound(self, node: IRNode, raw, ins, dtype, shape) -> _Bound | None:
+        """B_t + B_r at PyTorch's inputs (SAFETY included), None for an exact op; the fused
+        routes write it into a scratch buffer (copied if it becomes a radius)."""
+        rule = BOUND_RULES[node.op_type]
+        if rule.magnitude is None:
+            return None
+        if self._float32_dot(node, raw):
+            v = dot_sum32(node, [x.abs() for x in raw], self.abs_consts32, False)
+            if v is not None:
+                dot = self._dot_bound(node, dtype)
+                return _Bound(dot.local(v, self._bound_buffer(v.shape, shape)), 0.0, dot)
+        if rule.linear is not None:
+            linear = self.linear_bounds.get(node.name)
+            if linear is None:
+                k = rule.roundings(node, [tuple(x.shape[1:]) for x in ins], self.ir.constants)
+                form = rule.linear(node, self.abs_consts, ins[0].dim())
+                linear = self.linear_bounds[node.name] = LinearBound.of(
+                    node, form, k, dtype, self.arithmetic)
+            absolute = [torch.abs(x, out=self.scratch.get(f"abs{i}", x.shape))
+                        for i, x in enumerate(ins)]
+            return _Bound(linear.local(absolute, self.scratch.get("bound", shape)), 0.0, None,
+                          linear)
+        r = rounding(node, ins, self.abs_consts, self.ir.constants)
+        return _Bound(r.bound_pair(node, dtype, self.arithmetic).mul_(SAFETY),
+                      self.arithmetic.gamma(_F64, node.op_type, r.k))
+
+    def _bound_buffer(self, shape, node_shape) -> torch.Tensor | None:
+        return self.scratch.get("bound", shape) if shape == node_shape else None
+
+    def _local(self, node: IRNode, stats, t, ins, bound: _Bound | None, dtype):
         try:
             expected = EVALUATORS[node.op_type](node, ins, self.consts)
         except Exception as exc:  # a faulty IR may not even evaluate on these shapes
             stats.note(f"node-local: the IR node fails on PyTorch's inputs: {exc}")
             stats.local.violate()
-            return
+            return None
         if expected.shape != t.shape:
             stats.note(f"node-local: shape {list(expected.shape[1:])} from the IR, "
                        f"{list(t.shape[1:])} from PyTorch")
             stats.local.violate()
-            return
-        dtype = getattr(torch, node.dtype)
-        bound = 0.0 if r.magnitude is None else \
-            r.bound_pair(node, dtype, self.arithmetic).mul_(SAFETY)
-        stats.local.update(t, expected, bound, dtype, relative=True)
+            return None
+        stats.local.update(t, expected, 0.0 if bound is None else bound.value, dtype,
+                           relative=True, scratch=self.scratch(t.shape))
+        return expected
 
-    def _end_to_end(self, node: IRNode, stats, t, ref, radius, r: Rounding) -> None:
+    def _end_to_end(self, node: IRNode, stats, t, ref, radius, ins, expected,
+                    bound: _Bound | None, dtype) -> None:
         ins_ref = [ref.get(name) for name in node.inputs]
         ins_radius = [radius.get(name) for name in node.inputs]
         if any(v is None for v in ins_ref) or any(v is None for v in ins_radius):
             ref[node.name] = radius[node.name] = None  # upstream already broken: not checked
             return
-        rule = BOUND_RULES[node.op_type]
         try:
-            value = EVALUATORS[node.op_type](node, ins_ref, self.consts)
-            radii = [e.expand_as(x) for e, x in zip(ins_radius, ins_ref)]
-            carried = None
+            if expected is not None and all(a is b for a, b in zip(ins_ref, ins)):
+                value = expected  # the reference's inputs are PyTorch's (graph inputs)
+            else:
+                value = EVALUATORS[node.op_type](node, ins_ref, self.consts)
             if all(e.dim() == 0 and float(e) == 0 for e in ins_radius):
-                carried = torch.zeros((), dtype=_F64)  # exact inputs carry no error
-            elif node.op_type in FLOAT32_DOT_OPS and node.dtype == "float32":
-                up = [round_up_to_float32(e) for e in radii]
-                if all(e is not None for e in up) and self._float32_dot(node, up):
-                    carried = dot_upper_bound(node, up, self.abs_consts32, True)
-            if carried is None:
-                carried = rule.carry(node, radii, self.abs_consts)
+                # exact inputs carry no error: PyTorch and the reference round the same values
+                total = torch.zeros((), dtype=_F64) if bound is None else bound.value.clone()
+            else:
+                total = self._carried(node, [e.expand_as(x) for e, x in
+                                             zip(ins_radius, ins_ref)], bound)
         except Exception as exc:
             stats.note(f"end to end: the IR node fails on the reference inputs: {exc}")
             stats.end_to_end.violate()
@@ -307,20 +372,33 @@ class _Checker:
             stats.end_to_end.violate()
             ref[node.name] = radius[node.name] = None
             return
-        dtype = getattr(torch, node.dtype)
-        total = carried
-        if r.magnitude is not None:
-            # PyTorch rounded on its own inputs; the reference on inputs within the carried
-            # radius of them, so on magnitudes at most magnitude + carried (rules are linear).
-            if carried.dim():
-                exposed = rule.exposed(node, radii, self.abs_consts) if rule.exposed else 0.0
-                total = r.bound_pair(node, dtype, self.arithmetic, carried, exposed) \
-                    .add_(carried)
-            else:
-                total = r.bound_pair(node, dtype, self.arithmetic)
-        total = total * SAFETY
-        stats.end_to_end.update(t, value, total, dtype)
+        stats.end_to_end.update(t, value, total, dtype, scratch=self.scratch(t.shape))
         ref[node.name], radius[node.name] = value, total
+
+    def _carried(self, node: IRNode, radii, bound: _Bound | None) -> torch.Tensor:
+        """E_v = C(E_in) + SAFETY [B_t(S_t, X_t) + B_r(S_t + C(E_in), X_t + X(E_in))]:
+        PyTorch rounded on its own inputs, the reference on inputs within the carried radius
+        of them, so on magnitudes at most S_t + C(E_in) (the rules are linear)."""
+        rule = BOUND_RULES[node.op_type]
+        if bound is None:  # exact ops move, select or take maxima of the radii: exactly
+            return rule.carry(node, radii, self.abs_consts)
+        if bound.linear is not None:
+            return bound.linear.total(bound.value, radii)
+        if bound.dot is not None:
+            up = [round_up_to_float32(e, self.scratch.get(f"up{i}", e.shape, torch.float32))
+                  for i, e in enumerate(radii)]
+            c = dot_sum32(node, up, self.abs_consts32, True) if self._float32_dot(node, up) \
+                else None
+            if c is not None:
+                return bound.dot.total(bound.value, c)
+        carried = rule.carry(node, radii, self.abs_consts)
+        total = torch.add(bound.value, carried, alpha=SAFETY * (1 + bound.g_ref))
+        exposed = rule.exposed(node, radii, self.abs_consts) if rule.exposed else 0.0
+        if isinstance(exposed, torch.Tensor):
+            total = total.add_(exposed, alpha=2 * SMALLEST_NORMAL[_F64] * SAFETY) \
+                if exposed.shape == total.shape else total + 2 * SMALLEST_NORMAL[_F64] \
+                * SAFETY * exposed
+        return total
 
     def _check_outputs(self, chunk, fx_env, ref, radius, start: int) -> None:
         with torch.random.fork_rng(devices=[]):
@@ -333,8 +411,12 @@ class _Checker:
             self.output_samplers[name].take(start, chunk[0].shape[0], eager[i], ref.get(name))
             if ref.get(name) is None or radius.get(name) is None:
                 continue
+            if ref[name].shape != eager[i].shape:
+                self.outputs[i].end_to_end.violate()
+                continue
             self.outputs[i].end_to_end.update(eager[i].to(_F64), ref[name], radius[name],
-                                              t_dtype=eager[i].dtype)
+                                              eager[i].dtype, scratch=self.scratch(
+                                                  ref[name].shape))
 
     # --- result ---------------------------------------------------------------------
     def report(self, described: str, samples: int) -> ExactnessReport:

@@ -87,41 +87,63 @@ class CheckStats:
         self.violations += 1
 
     def update(self, torch_value: torch.Tensor, expected: torch.Tensor,
-               bound: torch.Tensor | float, t_dtype: torch.dtype,
-               relative: bool = False) -> None:
-        """Fold in one chunk: |torch_value - expected| against `bound`, elementwise."""
-        error = (torch_value - expected).abs_()
-        self.elements += error.numel()
-        if error.numel() == 0:
+               bound: torch.Tensor | float, t_dtype: torch.dtype, relative: bool = False,
+               scratch: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """Fold in one chunk: |torch_value - expected| against `bound`, elementwise.
+
+        `scratch`: two float64 tensors of the values' shape to work in (else allocated).
+        The relative error is |torch_value - expected| / |expected| (inf where expected is
+        0 and they differ).
+        """
+        self.elements += expected.numel()
+        if expected.numel() == 0:
             return
+        exact = bound == 0 if not isinstance(bound, torch.Tensor) else \
+            bound.dim() == 0 and float(bound) == 0
+        if exact and torch.equal(torch_value, expected):
+            return  # an exact op, exact: one pass
+        work, spare = scratch if scratch is not None else (None, None)
+        error = torch.sub(torch_value, expected, out=work).abs_()
         largest = float(error.max())  # NaN propagates
         if not math.isfinite(largest):  # equal infinities agree; NaN never does
             error = torch.where(torch_value == expected, 0.0, error).nan_to_num_(nan=math.inf)
             largest = float(error.max())
         if largest == 0.0:
             return  # every element is exact
-        bound = torch.as_tensor(bound, dtype=error.dtype)
-        ratio = (error / bound).nan_to_num_(nan=0.0)  # 0/0: exact where nothing may differ
-        flat = ratio.reshape(-1)
-        worst = int(torch.argmax(flat))
-        worst_ratio = float(flat[worst])
-        if worst_ratio > 1:
-            self.violations += int((flat > 1).sum())
         self.max_error = max(self.max_error, largest)
         if relative:
-            scale = expected.abs().clamp_min_(torch.finfo(torch.float64).tiny)
-            self.max_rel_error = max(self.max_rel_error, float((error / scale).max()))
+            rel = torch.div(error, expected, out=spare)  # 0/0 (NaN) where both are 0
+            low, high = torch.aminmax(rel)
+            if math.isnan(float(high)):
+                low, high = torch.aminmax(rel.nan_to_num_(0.0, math.inf, -math.inf))
+            self.max_rel_error = max(self.max_rel_error, -float(low), float(high))
+        ratio = error.div_(bound)  # observed/bound; 0/0 (NaN): exact where nothing may differ
+        rows = ratio.reshape(ratio.shape[0] if ratio.dim() else 1, -1)
+        row_max = rows.amax(1)  # a fast reduction; the worst element is found in its row
+        if bool(torch.isnan(row_max).any()):
+            rows = rows.nan_to_num_(0.0, math.inf)
+            row_max = rows.amax(1)
+        row = int(torch.argmax(row_max))
+        worst_ratio = float(row_max[row])
+        flat = rows.reshape(-1)
+        if worst_ratio > 1:
+            self.violations += int((flat > 1).sum())
         if len(self.ratios) < _MAX_SAMPLED_CHUNKS:
-            step = max(1, flat.numel() // _SAMPLED_RATIOS)
-            sample = flat[::step]
-            self.ratios.append(sample[torch.isfinite(sample)].clone())
+            sample = flat[::max(1, flat.numel() // _SAMPLED_RATIOS)]
+            self.ratios.append(sample[torch.isfinite(sample)])
         if worst_ratio >= self.ratio:
             self.ratio = worst_ratio
-            self.bound_at_worst = float(bound.expand_as(error).reshape(-1)[worst])
-            self.error_at_worst = float(error.reshape(-1)[worst])
-            t = torch_value.reshape(-1)[worst].to(t_dtype).abs()
+            worst = row * rows.shape[1] + int(torch.argmax(rows[row]))
+            bound = torch.as_tensor(bound, dtype=torch.float64)
+            self.bound_at_worst = float(bound.expand_as(expected).reshape(-1)[worst])
+            t_worst = float(torch_value.reshape(-1)[worst])
+            e_worst = float(expected.reshape(-1)[worst])
+            self.error_at_worst = 0.0 if t_worst == e_worst else abs(t_worst - e_worst)
+            if math.isnan(self.error_at_worst):
+                self.error_at_worst = math.inf
+            t = torch.tensor(abs(t_worst), dtype=t_dtype)
             ulp = float((torch.nextafter(t, torch.tensor(math.inf, dtype=t_dtype)) - t)
-                        .to(torch.float64)) if math.isfinite(float(t)) else math.inf
+                        .to(torch.float64)) if math.isfinite(t_worst) else math.inf
             self.ulps_at_worst = self.error_at_worst / ulp if ulp > 0 else 0.0
 
     @property

@@ -278,3 +278,91 @@ def test_small_integer_buffers_are_accepted():
     model = SmallIntBuffer()
     report = ncet.check_exactness(model, ncet.convert(model, (2,)), samples_per_scale=4)
     assert report.ok
+
+
+class EveryFusedRule(nn.Module):
+    """One node per fused bound form: BatchNorm (with and without affine), LeakyReLU, Add
+    and Sub (alpha 1 and not), ElementwiseAffine (mul, div, add/sub on either side, scalar
+    and tensor constants) and float32 Linear/Conv2d."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3)
+        self.bn_plain = nn.BatchNorm2d(3, affine=False)
+        self.fc = nn.Linear(48, 5)
+        self.register_buffer("k", torch.tensor([0.5, -3.0, 1e-3]).reshape(3, 1, 1))
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+            self.bn.weight.uniform_(-2, 2)
+
+    def forward(self, x):
+        y = self.bn_plain(self.bn(self.conv(x)))
+        y = F.leaky_relu(y, 0.2) + y
+        y = torch.sub(y, y * 0.5, alpha=3.0) - y / 7.0
+        y = torch.add(y, self.k, alpha=-2.0) + torch.add(self.k, y, alpha=0.3)
+        y = 2.5 - y * self.k
+        return self.fc(y[:, :, :4, :4].flatten(1))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+def test_fused_bounds_equal_the_rules(dtype):
+    """The fused forms (LinearBound, DotBound) compute the rules of bounds.py: never below
+    them (the SAFETY margin kept) and never looser by more than float32 rounding."""
+    from ncet.bounds import (
+        BOUND_RULES,
+        SAFETY,
+        DotBound,
+        LinearBound,
+        dot_sum32,
+        round_up_to_float32,
+        rounding,
+    )
+    from ncet.evaluate import EVALUATORS
+
+    model = EveryFusedRule().eval().to(dtype)
+    ir = ncet.convert(model, (2, 4, 4), dtype=dtype)
+    arithmetic = read_arithmetic_model()
+    consts = {k: v.to(torch.float64) for k, v in ir.constants.items()}
+    abs_consts = {k: v.abs() for k, v in consts.items()}
+    g = torch.Generator().manual_seed(0)
+    values = {ir.inputs[0].name: torch.randn(6, 2, 4, 4, generator=g, dtype=torch.float64)}
+    seen = set()
+    for node in ir.nodes[1:-1]:
+        xs = [values[i] for i in node.inputs]
+        values[node.name] = EVALUATORS[node.op_type](node, xs, consts)
+        rule = BOUND_RULES[node.op_type]
+        if rule.magnitude is None:
+            continue
+        xs = [x.to(dtype).to(torch.float64) for x in xs]  # PyTorch's values: in its dtype
+        radii = [torch.rand(x.shape, generator=g, dtype=torch.float64) * 1e-3 for x in xs]
+        r = rounding(node, xs, abs_consts, ir.constants)
+        local = r.bound_pair(node, dtype, arithmetic)
+        exposed = rule.exposed(node, radii, abs_consts) if rule.exposed else 0.0
+        carried = rule.carry(node, radii, abs_consts)
+        total = r.bound_pair(node, dtype, arithmetic, carried, exposed) + carried
+        if rule.linear is not None:
+            fused = LinearBound.of(node, rule.linear(node, abs_consts, xs[0].dim()), r.k, dtype,
+                                   arithmetic)
+            got_local = fused.local([x.abs() for x in xs])
+            got_total = fused.total(got_local, radii)
+            slack = 1e-12
+        elif node.op_type in ("Linear", "Conv2d") and dtype == torch.float32:
+            abs32 = {k: v.abs() for k, v in ir.constants.items()}
+            fused = DotBound.of(node, ir.constants, dtype, arithmetic)
+            got_local = fused.local(dot_sum32(node, [x.abs().float() for x in xs], abs32,
+                                              False))
+            up = [round_up_to_float32(e) for e in radii]
+            assert all(bool((u.double() >= e).all()) for u, e in zip(up, radii))
+            got_total = fused.total(got_local, dot_sum32(node, up, abs32, True))
+            slack = 1e-4  # float32 sums rounded up
+        else:
+            continue
+        seen.add(node.op_type)
+        for got, want in ((got_local, local), (got_total, total)):
+            assert got.dtype == torch.float64 and got.shape == want.shape, node.name
+            assert bool((got >= want * (1 + 2.0 ** -21)).all()), node.name
+            assert bool((got <= want * SAFETY * (1 + slack)).all()), node.name
+    expected = {"BatchNorm", "LeakyReLU", "Add", "Sub", "ElementwiseAffine"}
+    assert seen == expected | ({"Linear", "Conv2d"} if dtype == torch.float32 else set())
