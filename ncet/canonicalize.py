@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import copy
+import functools
+import time
 import warnings
 from typing import Any
 
@@ -28,26 +30,57 @@ from .trace import BATCH_SIZES, Traced, call_node, make_example_inputs, trace_mo
 
 _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
 
+STAGES = ("trace", "shape propagation", "canonicalization", "boundary checks", "lifting")
+"""The stages of a conversion whose seconds `canonicalize(..., stages=...)` reports."""
+
 
 def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
-                 dtype: torch.dtype, *, first_error_only: bool) -> ConversionReport:
+                 dtype: torch.dtype, *, first_error_only: bool,
+                 stages: dict[str, float] | None = None) -> ConversionReport:
     """Trace `model` and map every node; stop at the first problem if `first_error_only`.
+
+    Args:
+        stages: When given, filled with the seconds spent in each of `STAGES` (for the
+            benchmarks; the stages add up to the whole call).
 
     Raises:
         TraceError: The model cannot be traced (always raised; `diagnose` catches it).
         ConversionError: With `first_error_only`, the first node outside the boundary.
     """
+    clock = StageClock()
     traced = trace_model(model, len(input_shapes))
-    walk = _Walk(traced, input_shapes, dtype)
+    clock.lap("trace")
+    walk = _Walk(traced, input_shapes, dtype, clock)
     rows = []
-    with torch.random.fork_rng(devices=[]), torch.no_grad():
-        for node in traced.graph_module.graph.nodes:
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the model's own warnings, once per batch size
+        for node in traced.graph.nodes:
             row = walk.step(node)
             rows.append(row)
             if first_error_only and row.error is not None:
                 raise row.error
     problems = any(r.error is not None for r in rows)
-    return ConversionReport(tuple(rows), None if problems else walk.graph())
+    graph = None if problems else walk.graph()
+    clock.lap("lifting")
+    if stages is not None:
+        stages.update(clock.seconds)
+    return ConversionReport(tuple(rows), graph)
+
+
+class StageClock:
+    """Charges the time since the previous lap to a stage (a lap costs well under 1 us)."""
+
+    __slots__ = ("seconds", "_last")
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(STAGES, 0.0)
+        self._last = time.perf_counter()
+
+    def lap(self, stage: str) -> None:
+        """Charge the time since the previous lap to `stage`."""
+        now = time.perf_counter()
+        self.seconds[stage] += now - self._last
+        self._last = now
 
 
 def trace_failure_report(error: TraceError) -> ConversionReport:
@@ -69,9 +102,10 @@ def _display(target: Any) -> str:
 class _Walk:
     """State of one conversion: values at both batch sizes, lifted constants, IR nodes."""
 
-    def __init__(self, traced: Traced, input_shapes, dtype: torch.dtype):
+    def __init__(self, traced: Traced, input_shapes, dtype: torch.dtype, clock: StageClock):
         self.traced = traced
-        self.gm = traced.graph_module
+        self.clock = clock
+        self.root = traced.root
         self.dtype = dtype
         self.input_shapes = [tuple(int(d) for d in s) for s in input_shapes]
         self.examples = [make_example_inputs(self.input_shapes, dtype, b, seed=b)
@@ -82,11 +116,15 @@ class _Walk:
         self.ir_nodes: list[IRNode] = []
         self.placeholder_index = 0
         self._module_copies: dict[int, nn.Module] = {}
+        self._handlers = {op: getattr(self, f"_{op}") for op in (
+            "placeholder", "get_attr", "call_module", "call_function", "call_method", "output")}
+        clock.lap("shape propagation")
 
     # --- one node -------------------------------------------------------------------
     def step(self, node: torch.fx.Node) -> Row:
-        handler = getattr(self, f"_{node.op}")
-        return handler(node)
+        row = self._handlers[node.op](node)
+        self.clock.lap("canonicalization")
+        return row
 
     def _row(self, node, status, *, spelling="", module_path="", module_type="", op_type=None,
              error: ConversionError | None = None, message="", shape=None) -> Row:
@@ -100,18 +138,21 @@ class _Walk:
         shape = self.input_shapes[index]
         for env, example in zip(self.envs, self.examples):
             env[node] = example[index]
+        self.clock.lap("shape propagation")
         self.values[node] = Value("graph", True, shape, self.dtype)
         self.ir_nodes.append(IRNode(node.name, "Input", (), {"index": index}, shape,
                                     _dtype_name(self.dtype), Source(node.name, node.op, node.name)))
         return self._row(node, "mapped", spelling=str(node.target), op_type="Input", shape=shape)
 
     def _get_attr(self, node: torch.fx.Node) -> Row:
-        value = self.gm
+        value = self.root
         for part in str(node.target).split("."):
             value = getattr(value, part)
         path = self.traced.user_path(str(node.target))
         if isinstance(value, torch.Tensor):
+            self.clock.lap("canonicalization")
             value = self.lifter.copy_attr(node, value, path)
+            self.clock.lap("lifting")
             self.values[node] = Value("const", True, tuple(value.shape), value.dtype)
         else:
             self.values[node] = Value("const", False)
@@ -150,7 +191,9 @@ class _Walk:
     # --- call nodes -----------------------------------------------------------------
     def _call(self, node: torch.fx.Node) -> Row:
         spelling, display, module, module_path, module_type, rejection = self._resolve(node)
+        self.clock.lap("canonicalization")
         failure = self._execute(node, module, trusted=spelling is not None and rejection is None)
+        self.clock.lap("boundary checks")  # the batch-size comparison ends _execute
         context = dict(spelling=display, module_path=module_path, module_type=module_type)
         value = self.values[node]
         mapped = None
@@ -163,8 +206,10 @@ class _Walk:
                                 "never does arithmetic on model constants",
                                 hint="precompute the value and register it as a buffer")
             args = bind(spelling, node.args, self._kwargs(node))
-            ctx = NodeContext(node, spelling, args, self.values, self.lifter, module, module_path)
+            ctx = NodeContext(node, spelling, args, self.values, self.lifter, module, module_path,
+                              self.clock)
             mapped = spelling.handler(ctx)
+            self.clock.lap("canonicalization")
         except Rejection as reason:
             error = self._error(node, display, reason)
             status = "unsupported" if isinstance(error, UnsupportedOperatorError) else "boundary"
@@ -182,17 +227,15 @@ class _Walk:
             return self._row(node, "boundary", error=self._error(node, display, Rejection(
                 "dtype", f"the result has {what}, not a floating-point tensor")),
                 **context)
+        self.clock.lap("boundary checks")
         self.ir_nodes.append(self._ir_node(node, mapped, display, module_path, module_type))
         return self._row(node, "mapped", op_type=mapped.op_type, shape=value.shape, **context)
 
     def _resolve(self, node: torch.fx.Node):
         """(spelling, display name, module, module path, module type, early rejection)."""
-        stack = node.meta.get("nn_module_stack") or {}
-        module_path = self.traced.user_path(next(reversed(stack))) if stack else ""
-        module_type = _type_name_of(stack[next(reversed(stack))][1]) if stack else ""
         target = node.target
         if node.op == "call_module":
-            module = self.gm.get_submodule(target)
+            module = self.root.get_submodule(target)
             module_path, module_type = self.traced.user_path(target), _type_name_of(type(module))
             spelling = MODULE_SPELLINGS.get(type(module))
             if spelling is None:
@@ -200,6 +243,13 @@ class _Walk:
                     "unsupported-module", f"module type {module_type} is not in the spelling "
                                           "table", hint=_UNLISTED_HINT)
             return spelling, spelling.display, module, module_path, module_type, None
+        stack = node.meta.get("nn_module_stack")
+        if stack:  # the innermost module whose forward() made the call
+            innermost = next(reversed(stack))
+            module_path = self.traced.user_path(innermost)
+            module_type = _type_name_of(stack[innermost][1])
+        else:
+            module_path = module_type = ""
         if node.op == "call_method":
             display = f"Tensor.{target}"
             if target.endswith("_") and not target.startswith("__"):
@@ -243,21 +293,26 @@ class _Walk:
     def _execute(self, node: torch.fx.Node, module: nn.Module | None,
                  trusted: bool) -> Rejection | None:
         """Run the node at both batch sizes and record its Value; return a failure, if any."""
-        inputs = node.all_input_nodes
-        kind = "graph" if any(self.values[n].kind == "graph" for n in inputs) else "const"
-        if any(self.values[n].failed for n in inputs):
+        kind, failed = "const", False
+        for n in node.all_input_nodes:
+            value = self.values[n]
+            failed = failed or value.failed
+            if value.kind == "graph":
+                kind = "graph"
+        if failed:
             self.values[node] = Value(kind, True, failed=True)
             return None
         if module is not None and (module.training or not trusted):
-            module = self._module_copies.setdefault(id(module), copy.deepcopy(module))
+            copies = self._module_copies
+            if id(module) not in copies:
+                copies[id(module)] = copy.deepcopy(module)
+            module = copies[id(module)]
         results = []
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the model's own warnings, once per batch size
-                for env in self.envs:
-                    result = call_node(node, env, module)
-                    env[node] = result
-                    results.append(result)
+        try:  # the model's own warnings are silenced for the whole walk (see canonicalize)
+            for env in self.envs:
+                result = call_node(node, env, module)
+                env[node] = result
+                results.append(result)
         except Exception as exc:  # any failure of the user's code on the example inputs
             self.values[node] = Value(kind, True, failed=True)
             for env in self.envs:
@@ -266,6 +321,7 @@ class _Walk:
                              f"running the traced graph on example inputs failed here: "
                              f"{type(exc).__name__}: {_first_line(exc)}",
                              hint="check the per-sample input shapes given to convert()")
+        self.clock.lap("shape propagation")
         first = results[0]
         if not isinstance(first, torch.Tensor):
             self.values[node] = Value(kind, False)
@@ -274,9 +330,7 @@ class _Walk:
             self.values[node] = Value(kind, True, tuple(first.shape), first.dtype)
             return None
         shapes = [tuple(r.shape) if isinstance(r, torch.Tensor) else None for r in results]
-        follows = all(s is not None and len(s) >= 1 and s[0] == b
-                      for s, b in zip(shapes, BATCH_SIZES)) and len({s[1:] for s in shapes}) == 1
-        if not follows:
+        if not _follows_batch(shapes):
             self.values[node] = Value(kind, True, None, first.dtype, failed=True)
             return Rejection("batch-not-preserved",
                              f"the output shape {list(shapes[0])} at batch size {BATCH_SIZES[0]} "
@@ -298,7 +352,7 @@ class _Walk:
         value = self.values[node]
         source = Source(node.name, node.op, display, module_path, module_type,
                         _location(node))
-        assert set(mapped.attrs) == set(OP_SCHEMAS[mapped.op_type][1]), mapped
+        # IRNode itself checks the attributes against OP_SCHEMAS
         return IRNode(node.name, mapped.op_type, tuple(n.name for n in mapped.inputs),
                       mapped.attrs, value.shape, _dtype_name(value.dtype), source)
 
@@ -314,6 +368,18 @@ class _Walk:
         return GraphIR(tuple(self.ir_nodes), used)
 
 
+def _follows_batch(shapes: list[tuple[int, ...] | None]) -> bool:
+    """True when each shape leads with its batch size and all share one per-sample shape."""
+    first = shapes[0]
+    if first is None or not first:
+        return False
+    for shape, batch in zip(shapes, BATCH_SIZES):
+        if shape is None or not shape or shape[0] != batch or shape[1:] != first[1:]:
+            return False
+    return True
+
+
+@functools.lru_cache(maxsize=1024)
 def _type_name_of(cls: type) -> str:
     prefix = "nn" if cls.__module__.startswith("torch.nn.") else cls.__module__
     return f"{prefix}.{cls.__qualname__}"

@@ -101,7 +101,7 @@ class NodeContext:
 
     def __init__(self, node: torch.fx.Node, spelling: Spelling, args: dict[str, Any],
                  values: dict[torch.fx.Node, Value], lifter: ConstantLifter,
-                 module: nn.Module | None = None, module_path: str = ""):
+                 module: nn.Module | None = None, module_path: str = "", clock=None):
         self.node = node
         self.spelling = spelling
         self.args = args
@@ -109,6 +109,7 @@ class NodeContext:
         self.module_path = module_path
         self._values = values
         self._lifter = lifter
+        self._clock = clock  # a canonicalize.StageClock: lifting is timed as its own stage
 
     # --- operands -------------------------------------------------------------------
     def is_graph_tensor(self, value: Any) -> bool:
@@ -199,15 +200,25 @@ class NodeContext:
     # --- constants ------------------------------------------------------------------
     def lift_attr(self, node: torch.fx.Node) -> str:
         """Lift the fixed tensor of a get_attr node; returns its constant name."""
-        return self._lifter.lift_attr(node)
+        self._lap("canonicalization")
+        name = self._lifter.lift_attr(node)
+        self._lap("lifting")
+        return name
 
     def lift_module_tensor(self, attr: str) -> str | None:
         """Lift `self.module.<attr>` (None stays None); returns its constant name."""
         tensor = getattr(self.module, attr)
         if tensor is None:
             return None
-        return self._lifter.lift(tensor, f"{self.module_path}.{attr}" if self.module_path
-                                 else attr)
+        self._lap("canonicalization")
+        path = f"{self.module_path}.{attr}" if self.module_path else attr
+        name = self._lifter.lift(tensor, path)
+        self._lap("lifting")
+        return name
+
+    def _lap(self, stage: str) -> None:
+        if self._clock is not None:
+            self._clock.lap(stage)
 
     def fixed_tensor(self, node: torch.fx.Node) -> torch.Tensor:
         """The lifted copy of a get_attr node's tensor (for checks, never for arithmetic)."""

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
+import types
 from dataclasses import dataclass
 
 import torch
@@ -35,17 +37,34 @@ class _LocatingTracer(torch.fx.Tracer):
 
     proxy_buffer_attributes = True
 
+    def __init__(self):
+        super().__init__()
+        # code object -> basename of its file, or None for torch and NCET machinery;
+        # per tracer, so that no code object outlives the trace
+        self._user_files: dict[types.CodeType, str | None] = {}
+
     def create_node(self, *args, **kwargs):
         node = super().create_node(*args, **kwargs)
+        files = self._user_files
         frame = sys._getframe(1)
         while frame is not None and frame.f_code is not _TRACE_CODE:
-            filename = frame.f_code.co_filename
-            if not filename.startswith((_TORCH_DIR, *_NCET_MACHINERY)) \
-                    and "<eval_with" not in filename:
-                node.meta["location"] = f"{os.path.basename(filename)}:{frame.f_lineno}"
+            code = frame.f_code
+            if code in files:
+                name = files[code]
+            else:
+                name = files[code] = _user_file(code.co_filename)
+            if name is not None:
+                node.meta["location"] = f"{name}:{frame.f_lineno}"
                 break
             frame = frame.f_back
         return node  # no user frame below Tracer.trace (e.g. nn.Sequential): no location
+
+
+def _user_file(filename: str) -> str | None:
+    """The basename of a file of the user's code; None for torch and NCET machinery."""
+    if filename.startswith((_TORCH_DIR, *_NCET_MACHINERY)) or "<eval_with" in filename:
+        return None
+    return os.path.basename(filename)
 
 
 class _LeafRoot(nn.Module):
@@ -70,10 +89,26 @@ _LEAF_FORWARDS = {
 
 @dataclass(frozen=True)
 class Traced:
-    """A traced model: its GraphModule and how module paths map back to the user's model."""
+    """A traced model: its FX graph, the module it was traced from, and how module paths map
+    back to the user's model.
 
-    graph_module: torch.fx.GraphModule
+    Attributes:
+        graph: The FX graph; its targets are attribute paths of `root`.
+        root: The traced module: the user's model, or a wrapper around a leaf module.
+        wrapped_leaf: `root` wraps the user's model (a leaf module given as the model).
+    """
+
+    graph: torch.fx.Graph
+    root: nn.Module
     wrapped_leaf: bool
+
+    @functools.cached_property
+    def graph_module(self) -> torch.fx.GraphModule:
+        """A GraphModule over `graph`, built on first use: generating and compiling its
+        Python code costs about a tenth of a conversion, and the conversion walk needs
+        only the graph and `root`."""
+        model = getattr(self.root, _ROOT_ATTR) if self.wrapped_leaf else self.root
+        return torch.fx.GraphModule(self.root, self.graph, type(model).__name__)
 
     def user_path(self, target: str) -> str:
         """The qualified name in the user's model of a GraphModule attribute path."""
@@ -90,7 +125,7 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
         n_inputs: How many per-sample input shapes the caller gave.
 
     Returns:
-        The traced GraphModule.
+        The traced graph and its root module.
 
     Raises:
         TraceError: FX cannot trace the model ("trace-failed"), or the number of
@@ -118,7 +153,6 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
             hint="remove data-dependent control flow and Python-side use of tensor values "
                  "from forward(), or wrap that code in a leaf module",
         ) from exc
-    graph_module = torch.fx.GraphModule(tracer.root, graph, type(model).__name__)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != n_inputs:
         names = ", ".join(n.name for n in placeholders)
@@ -129,7 +163,7 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
             hint="give one per-sample shape per forward() argument, "
                  "e.g. convert(model, (3, 32, 32))",
         )
-    return Traced(graph_module, wrapped)
+    return Traced(graph, tracer.root, wrapped)
 
 
 def call_node(node: torch.fx.Node, env: dict, module: nn.Module | None = None):
