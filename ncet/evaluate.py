@@ -110,6 +110,9 @@ EVALUATORS: dict[str, Rule] = {
 assert set(EVALUATORS) | {"Input", "Output"} == set(OP_SCHEMAS), "an op_type has no evaluator"
 
 _CONSTANTS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+Step = tuple[Rule, IRNode, tuple[str, ...], tuple[str, ...]]
 
 
 def _constants_as(ir: GraphIR, dtype: torch.dtype) -> dict[str, torch.Tensor]:
@@ -121,8 +124,30 @@ def _constants_as(ir: GraphIR, dtype: torch.dtype) -> dict[str, torch.Tensor]:
     return per_ir[dtype]
 
 
+def _plan(ir: GraphIR) -> list[Step]:
+    """Per operator node: its evaluator, the node, its inputs' names and the values that die
+    after it (so memory follows the graph's width, not its depth). Built once per graph."""
+    plan = _PLANS.get(ir)
+    if plan is None:
+        keep = set(ir.nodes[-1].inputs)
+        last: dict[str, int] = {}
+        ops = [n for n in ir.nodes if n.op_type not in ("Input", "Output")]
+        for i, node in enumerate(ops):
+            for name in node.inputs:
+                last[name] = i
+        dying: dict[int, list[str]] = {}
+        for name, i in last.items():
+            if name not in keep:
+                dying.setdefault(i, []).append(name)
+        plan = _PLANS[ir] = [(EVALUATORS[n.op_type], n, tuple(n.inputs), tuple(dying.get(i, ())))
+                             for i, n in enumerate(ops)]
+    return plan
+
+
 def evaluate(ir: GraphIR, *inputs: torch.Tensor, dtype: torch.dtype = torch.float64):
     """Run GraphIR on batched inputs, from its nodes and constants alone.
+
+    Each value is freed after its last use.
 
     Args:
         ir: The graph, e.g. from `convert`.
@@ -149,10 +174,10 @@ def evaluate(ir: GraphIR, *inputs: torch.Tensor, dtype: torch.dtype = torch.floa
                              f"got a tensor of shape {list(x.shape)}")
         env[node.name] = x.to(dtype)
     with torch.no_grad():
-        for node in ir.nodes:
-            if node.op_type in ("Input", "Output"):
-                continue
-            env[node.name] = EVALUATORS[node.op_type](node, [env[i] for i in node.inputs], consts)
+        for rule, node, names, dying in _plan(ir):
+            env[node.name] = rule(node, [env[i] for i in names], consts)
+            for name in dying:
+                del env[name]
     output = ir.nodes[-1]
     results = tuple(env[name] for name in output.inputs)
     return results if output.attrs["tuple"] else results[0]
