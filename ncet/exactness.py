@@ -39,6 +39,10 @@ from .exactness_report import (
 from .ir import GraphIR, IRNode
 from .trace import call_node, trace_model
 
+CHUNK_ELEMENTS = 2 ** 20
+"""Default chunk: as many samples as keep every node's batched value under this many elements
+(8 MiB in float64). Fewer, larger chunks mean fewer tensor operations per sample."""
+
 DEFAULT_SCALES = (1e-6, 1.0, 1e4)
 """Input magnitudes of the generated inputs: tiny, unit and large."""
 
@@ -69,7 +73,7 @@ def generate_inputs(ir: GraphIR, samples_per_scale: int = 32, seed: int = 0,
 
 
 def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.Tensor,
-                    samples_per_scale: int = 32, seed: int = 0, chunk_size: int = 64,
+                    samples_per_scale: int = 32, seed: int = 0, chunk_size: int | None = None,
                     local: bool = True, end_to_end: bool = True,
                     progress: bool | Callable[[int, int], None] = False,
                     keep_samples: int = VALUE_SAMPLE_SIZE) -> ExactnessReport:
@@ -89,7 +93,9 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         *inputs: Batched inputs; generated when omitted (several scales and signs, seeded).
         samples_per_scale: Generated samples per scale.
         seed: Seed of the generated inputs.
-        chunk_size: Samples held in memory at once.
+        chunk_size: Samples held in memory at once; None: as many as keep every node's
+            value under `CHUNK_ELEMENTS` elements (memory is bounded by the chunk, never by
+            the number of samples).
         local: Run the node-local check.
         end_to_end: Run the end-to-end check.
         progress: True to print progress to stderr, or a callback(done, total).
@@ -127,6 +133,9 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     traced = trace_model(model, len(ir.inputs))
     checker = _Checker(model, traced.graph_module, ir, read_arithmetic_model(), local, end_to_end)
     total = inputs[0].shape[0]
+    if chunk_size is None:
+        widest = max((math.prod(n.shape) for n in ir.nodes if n.shape is not None), default=1)
+        chunk_size = max(1, CHUNK_ELEMENTS // max(widest, 1))
     checker.sample(total, keep_samples, seed)
     starts = range(0, total, chunk_size)
     for done, start in enumerate(starts, 1):
