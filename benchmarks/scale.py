@@ -305,9 +305,9 @@ def run(args) -> dict:
                            "export_repeats": args.export_repeats,
                            "export_max_nodes": args.export_max_nodes,
                            "eval_max_nodes": args.eval_max_nodes, "samples": args.samples,
-                           "memory_nodes": args.memory_nodes},
+                           "memory_nodes": args.memory_nodes, "threads": args.threads},
               "conversion": [], "evaluation": [], "memory": [], "fits": {}}
-    for family in FAMILIES:
+    for family in args.families:
         model, shape = build(family, min(sizes))  # warm-up: every measured call once
         conversion(model, shape, 1)
         if args.export_max_nodes:
@@ -391,6 +391,8 @@ def main(argv=None) -> int:
                         help="small sizes, one repeat: a smoke test, not a measurement")
     parser.add_argument("--sizes", type=lambda s: tuple(int(v) for v in s.split(",")),
                         help="approximate FX node counts, comma-separated")
+    parser.add_argument("--families", type=lambda s: tuple(s.split(",")), default=FAMILIES,
+                        help=f"model families, comma-separated (default {','.join(FAMILIES)})")
     parser.add_argument("--repeats", type=int, default=3, help="at least this many runs")
     parser.add_argument("--export-max-nodes", type=int, default=1000,
                         help="measure torch.export / torch.onnx.export up to this size "
@@ -400,7 +402,7 @@ def main(argv=None) -> int:
                         help="measure evaluate, check_exactness and save/load up to this size")
     parser.add_argument("--samples", type=int, default=256,
                         help="samples for check_exactness (memory also at 10x)")
-    parser.add_argument("--memory-nodes", type=int, default=1000,
+    parser.add_argument("--memory-nodes", type=int, default=100,
                         help="model size for the peak-memory runs (0: skip them)")
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (default 1: on a shared machine, OpenMP "
