@@ -17,7 +17,7 @@ STAMP  := $(VENV)/.stamp
 
 # The folders ruff checks; only those that exist (git keeps no empty folders, and ruff fails
 # on a missing path).
-LINT_PATHS := $(wildcard ncet widgets tests benchmarks)
+LINT_PATHS := $(wildcard ncet widgets tests benchmarks notebooks)
 
 .PHONY: venv demo lint docs test clean
 
