@@ -121,7 +121,11 @@ class CheckStats:
         rows = ratio.reshape(ratio.shape[0] if ratio.dim() else 1, -1)
         row_max = rows.amax(1)  # a fast reduction; the worst element is found in its row
         if bool(torch.isnan(row_max).any()):
-            rows = rows.nan_to_num_(0.0, math.inf)
+            # 0/0 is an exact element where nothing may differ; but a NaN bound certifies
+            # nothing, so there the ratio is inf whatever the error (it used to become 0).
+            void = torch.isnan(torch.as_tensor(bound, dtype=torch.float64)
+                               .expand_as(expected)).reshape(rows.shape)
+            rows = rows.nan_to_num_(0.0, math.inf).masked_fill_(void, math.inf)
             row_max = rows.amax(1)
         row = int(torch.argmax(row_max))
         worst_ratio = float(row_max[row])

@@ -4,6 +4,7 @@ chunking, and the declared arithmetic model."""
 from __future__ import annotations
 
 import copy
+import math
 
 import pytest
 import torch
@@ -366,3 +367,16 @@ def test_fused_bounds_equal_the_rules(dtype):
             assert bool((got <= want * SAFETY * (1 + slack)).all()), node.name
     expected = {"BatchNorm", "LeakyReLU", "Add", "Sub", "ElementwiseAffine"}
     assert seen == expected | ({"Linear", "Conv2d"} if dtype == torch.float32 else set())
+
+
+@pytest.mark.parametrize("bound", [torch.tensor([0.0, math.nan, 1.0]), math.nan],
+                         ids=["nan-at-one-element", "nan-scalar"])
+def test_a_nan_bound_is_a_violation_never_a_pass(bound):
+    """B9 in docs/reliability.md: a NaN bound certifies nothing, whatever the error there."""
+    from ncet.exactness_report import CheckStats
+
+    stats = CheckStats()
+    torch_value = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    stats.update(torch_value, torch.tensor([1.0, 2.5, 3.0], dtype=torch.float64), bound,
+                 torch.float32)
+    assert stats.ratio == math.inf and stats.violations >= 1
