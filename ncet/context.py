@@ -57,6 +57,12 @@ class Value:
     failed: bool = False  # it (or a node it depends on) could not be run: shape unknown
 
 
+NUMPY_KEYWORDS: dict[str, str] = {"axis": "dim", "keepdims": "keepdim", "dim": "axis"}
+"""Keyword spellings PyTorch's argument parser accepts for one another (NumPy compatibility:
+`torch.cat(xs, axis=1)`, `x.mean(axis=1, keepdims=True)`, `torch.concatenate(xs, dim=1)`);
+`bind` maps one to the other when the spelling names only the other."""
+
+
 def bind(spelling: Spelling, args: tuple, kwargs: dict) -> dict[str, Any]:
     """Bind an FX node's arguments to the spelling's parameter names.
 
@@ -81,10 +87,14 @@ def bind(spelling: Spelling, args: tuple, kwargs: dict) -> dict[str, Any]:
                         f"takes at most {len(names)}")
     bound.update(zip(names, positional))
     for key, value in kwargs.items():
+        if key not in names and NUMPY_KEYWORDS.get(key) in names:
+            key = NUMPY_KEYWORDS[key]
         if key not in names:
             raise Rejection("unsupported-argument",
                             f"keyword argument {key}={value!r} is not supported by "
-                            f"{spelling.display}", hint=f"remove {key}=")
+                            f"{spelling.display}",
+                            hint=f"remove {key}= ({spelling.display} takes "
+                                 f"{', '.join(names)})")
         if key in bound:
             raise Rejection("unsupported-argument", f"{key} given twice")
         bound[key] = value

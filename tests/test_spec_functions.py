@@ -153,6 +153,17 @@ FUNCTION_ROWS = [
              [(2, 3), (4, 3)], "Concat", {"axis": 0}),
     spec_row("torch.concatenate((x, y), dim)", lambda m, x, y: torch.concatenate((x, y), 2),
              [(2, 3), (2, 5)], "Concat", {"axis": 1}),
+    # PyTorch accepts NumPy's keyword names for dim / keepdim (and dim for concatenate's axis).
+    spec_row("torch.cat((x, y), axis=dim)", lambda m, x, y: torch.cat((x, y), axis=1),
+             [(2, 3), (4, 3)], "Concat", {"axis": 0}),
+    spec_row("torch.concat((x, y), axis=dim)", lambda m, x, y: torch.concat((x, y), axis=-1),
+             [(2, 3), (2, 5)], "Concat", {"axis": 1}),
+    spec_row("torch.concatenate((x, y), dim=dim)",
+             lambda m, x, y: torch.concatenate((x, y), dim=2), [(2, 3), (2, 5)], "Concat",
+             {"axis": 1}),
+    spec_row("torch.mean(x, axis=..., keepdims=...)",
+             lambda m, x: torch.mean(x, axis=1, keepdims=True), X, "ReduceMean",
+             {"axes": [0], "keepdim": True}),
     # Shape operators.
     spec_row("torch.flatten(x, 1)", lambda m, x: torch.flatten(x, 1), [(2, 3, 4)], "Flatten",
              {"start_dim": 0, "end_dim": 2}),

@@ -69,6 +69,8 @@ METHOD_ROWS = [
              {"start_dim": 0, "end_dim": 1}),
     spec_row("x.mean(dim=..., keepdim=...)", lambda m, x: x.mean(dim=1, keepdim=True), X,
              "ReduceMean", {"axes": [0], "keepdim": True}),
+    spec_row("x.mean(axis=..., keepdims=...)", lambda m, x: x.mean(axis=1, keepdims=True), X,
+             "ReduceMean", {"axes": [0], "keepdim": True}),
     spec_row("x.mean(-1)", lambda m, x: x.mean(-1), X, "ReduceMean",
              {"axes": [1], "keepdim": False}),
     spec_row("x.mean((2, 1))", lambda m, x: x.mean((2, 1)), X, "ReduceMean",
