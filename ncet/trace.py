@@ -117,6 +117,13 @@ class Traced:
         return target.removeprefix(_ROOT_ATTR).removeprefix(".")
 
 
+_CONTROL_FLOW_HINT = ("remove data-dependent control flow and Python-side use of tensor values "
+                      "from forward(), or wrap that code in a leaf module")
+_FAILED_CALL_HINT = ("run the model eagerly on an example input: if it fails the same way, fix "
+                     "forward(); if it runs, forward() uses a tensor's value where tracing has "
+                     "only a placeholder: remove that use, or wrap the code in a leaf module")
+
+
 def trace_model(model: nn.Module, n_inputs: int) -> Traced:
     """Symbolically trace `model`, checking that forward() takes `n_inputs` tensors.
 
@@ -150,8 +157,8 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
     except Exception as exc:  # FX raises many types; the user needs one, with the cause
         raise TraceError(
             "trace-failed", f"torch.fx.symbolic_trace failed: {type(exc).__name__}: {exc}",
-            hint="remove data-dependent control flow and Python-side use of tensor values "
-                 "from forward(), or wrap that code in a leaf module",
+            hint=_CONTROL_FLOW_HINT if isinstance(exc, torch.fx.proxy.TraceError)
+            else _FAILED_CALL_HINT,
         ) from exc
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != n_inputs:

@@ -103,3 +103,24 @@ def test_graph_ir_views():
     assert ir._repr_html_().count("<tr>") == len(ir.nodes) + 1
     with pytest.raises(KeyError, match="no node"):
         ir.node("nope")
+
+
+class _BranchOnValue(nn.Module):
+    def forward(self, x):
+        return x if x.sum() > 0 else -x
+
+
+class _BadArgument(nn.Module):
+    def forward(self, x):
+        return F.avg_pool2d(x, 2, divisor_override=2.5)  # fails eagerly too: a TypeError
+
+
+@pytest.mark.parametrize(("model", "hint"), [
+    (_BranchOnValue(), "remove data-dependent control flow"),
+    (_BadArgument(), "run the model eagerly on an example input"),
+], ids=["control-flow", "failing-call"])
+def test_trace_failed_hint_follows_the_cause(model, hint):
+    with pytest.raises(ncet.TraceError) as info:
+        ncet.convert(model, (1, 4, 4))
+    assert info.value.code == "trace-failed"
+    assert info.value.hint.startswith(hint)
