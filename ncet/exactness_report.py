@@ -370,10 +370,14 @@ class ExactnessReport:
             bound = first.local_bound if local else first.e2e_bound
             ratio = first.local_ratio if local else first.e2e_ratio
             where = f", {first.location}" if first.location else ""
+            measured = (f"{check} error {_g(error)} exceeds the bound {_g(bound)} "
+                        f"(ratio {_g(ratio)})")
+            # A node that could not be compared (a shape mismatch) has no error to speak of:
+            # lead with what went wrong.
+            detail = first.note if first.note and error == 0 else \
+                measured + (f"; {first.note}" if first.note else "")
             verdict = (f"VIOLATION at node {first.name!r} ({first.op_type}, {first.fx_op} "
-                       f"{first.spelling}{where}): {check} error {_g(error)} exceeds the bound "
-                       f"{_g(bound)} (ratio {_g(ratio)})"
-                       f"{'; ' + first.note if first.note else ''}")
+                       f"{first.spelling}{where}): {detail}")
         else:
             verdict = "VIOLATION at an output: the eager model differs from the reference " \
                       "beyond the bound (tracing differs from eager execution)"

@@ -138,3 +138,11 @@ def test_fault_is_reported_at_its_node(fault, dtype, node):
     assert first is not None and first.name == node, report.summary()
     assert first.local_violations > 0, "the node-local check must catch it at the node"
     assert node in report.summary() and "VIOLATION" in report.summary()
+
+
+def test_a_shape_mismatch_leads_the_verdict():
+    """A node whose IR shape differs from PyTorch's has no error to report: say the shapes."""
+    model = zoo(torch.float32)
+    report = ncet.check_exactness(model, padding_off_by_one(ncet.convert(model, (3, 6, 8))))
+    verdict = report.summary().splitlines()[0]
+    assert "shape" in verdict and "from the IR" in verdict and "error 0" not in verdict
