@@ -36,6 +36,7 @@ from playwright.sync_api import Page, sync_playwright
 
 import ncet
 from ncet.examples import load_example
+from tests.browsers import chromium
 
 REPO = Path(__file__).resolve().parents[1]
 NOTEBOOK = REPO / "tests" / "browser" / "mapping_table.ipynb"
@@ -43,7 +44,6 @@ EXAMPLE = "residual_cnn"  # what the notebook displays
 ARTIFACTS = REPO / "artifacts"
 SCREENSHOT = ARTIFACTS / "workbench.png"
 
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
 # Generous: two CPU cores shared with other jobs. JupyterLab takes 30-60 s to start there, and
@@ -90,18 +90,6 @@ CHANGED = """([before, rows]) => {
   return root.querySelector('.ncet-count').textContent.trim() !== before
     && root.querySelectorAll('table.ncet-mapping tbody tr').length === rows;
 }"""
-
-
-def chromium() -> str:
-    """The browser's path; skips the test locally without one, fails it in CI."""
-    found = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    if found:
-        return found
-    message = ("headless Chromium is not installed: apt-get install -y "
-               "--no-install-recommends chromium fonts-dejavu-core")
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -230,14 +218,13 @@ def choose(page: Page, select: str, label: str, count_before: str, rows: int) ->
 
 
 def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
-    monkeypatch.setattr(sys.modules[__name__], "CHROMIUM", "/nonexistent/chromium")
     monkeypatch.setattr(shutil, "which", lambda name: None)
     monkeypatch.setenv("CI", "true")
     with pytest.raises(pytest.fail.Exception, match="apt-get install"):
-        chromium()
+        chromium("/nonexistent/chromium")
     monkeypatch.setenv("CI", "false")
     with pytest.raises(pytest.skip.Exception, match="apt-get install"):
-        chromium()
+        chromium("/nonexistent/chromium")
 
 
 def test_the_mapping_table_filters_in_jupyterlab(lab):

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
 import shutil
 import subprocess
@@ -23,24 +22,12 @@ from ncet import exactness_plots
 from ncet.examples import load_example
 from ncet.html_report import render_report, verdict
 from ncet.ir import GraphIR
+from tests.browsers import chromium
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"
-CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run")
 NCET = str(Path(sys.executable).parent / "ncet")
-
-
-def chromium() -> str:
-    """The browser's path; skips the test locally without one, fails it in CI."""
-    found = CHROMIUM if os.access(CHROMIUM, os.X_OK) else shutil.which("chromium")
-    if found:
-        return found
-    message = ("headless Chromium is not installed: apt-get install -y "
-               "--no-install-recommends chromium fonts-dejavu-core")
-    if os.environ.get("CI") == "true":
-        pytest.fail(message)
-    pytest.skip(message)
 
 
 def browse(page: Path, profile: Path, *options: str) -> subprocess.CompletedProcess:
