@@ -13,10 +13,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import os
-import resource
 import statistics
-import subprocess
 import sys
 import time
 
@@ -25,6 +22,11 @@ from torch import nn
 
 import ncet
 from ncet.examples import ResidualBlock, load_example
+
+if __package__:  # imported as benchmarks.exactness (the memory child process)
+    from .memory import fresh_process_mib, peak_growth_mib
+else:  # run as a script (python benchmarks/exactness.py): benchmarks/ itself is on sys.path
+    from memory import fresh_process_mib, peak_growth_mib
 
 
 class DeepResidualCNN(nn.Module):
@@ -115,36 +117,17 @@ def peak_memory(name: str, samples: int, mmap_threshold: bool) -> float:
     default glibc raises the threshold dynamically and keeps freed chunk buffers in its
     heap, which shows as growth that is fragmentation, not live data.
     """
-    code = f"from benchmarks.exactness import _peak; _peak({name!r}, {samples})"
-    env = dict(os.environ)
-    if mmap_threshold:
-        env["MALLOC_MMAP_THRESHOLD_"] = str(2 ** 20)
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env, cwd=os.path.dirname(os.path.dirname(
-                             os.path.abspath(__file__))))
-    return float(out.stdout.strip().splitlines()[-1])
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) for line in f if line.startswith(field + ":"))
+    return fresh_process_mib(f"from benchmarks.exactness import _peak; _peak({name!r}, {samples})",
+                             fixed_mmap_threshold=mmap_threshold)
 
 
 def _peak(name: str, samples: int) -> None:
-    """Print the growth of peak RSS (MiB) over the RSS just before check_exactness: the peak
-    is reset first (Linux clear_refs), so conversion's own peak does not hide it."""
+    """Print the growth of peak RSS (MiB) over the RSS just before check_exactness (the peak
+    is reset first, benchmarks/memory.py), so conversion's own peak does not hide it."""
     model, shape = build(name)
     ir = ncet.convert(model, shape)
     x = torch.randn(samples, *shape, generator=torch.Generator().manual_seed(0))
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak (VmHWM) to the current RSS
-        before, peak = _status_kib("VmRSS"), lambda: _status_kib("VmHWM")
-    except OSError:
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # noqa: E731
-    ncet.check_exactness(model, ir, x)
-    print(f"{max(peak() - before, 0) / 1024:.1f}")
+    print(f"{peak_growth_mib(lambda: ncet.check_exactness(model, ir, x)):.1f}")
 
 
 def main() -> int:

@@ -23,8 +23,6 @@ import json
 import math
 import os
 import platform
-import resource
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +37,11 @@ from torch.fx.passes.shape_prop import ShapeProp
 import ncet
 from ncet.canonicalize import canonicalize
 
+if __package__:  # imported as benchmarks.scale (the memory child process, the tests)
+    from .memory import fresh_process_mib, peak_growth_mib
+else:  # run as a script (python benchmarks/scale.py): benchmarks/ itself is on sys.path
+    from memory import fresh_process_mib, peak_growth_mib
+
 try:
     from ncet.canonicalize import STAGES
 except ImportError:  # an NCET from before the stage clock: no per-stage breakdown
@@ -50,7 +53,6 @@ QUICK_SIZES = (60, 200)
 _MLP_WIDTH = 64
 _CNN_SHAPE = (8, 4, 4)  # channels, height, width: small layers stress per-node overhead
 _DIAGNOSE_REPEAT_MAX_NODES = 3000  # above this size diagnose runs once, to keep the run short
-_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 # --- models ---------------------------------------------------------------------------------
@@ -265,38 +267,17 @@ def peak_memory(family: str, nodes: int, samples: int) -> float:
     glibc gets a fixed mmap threshold (MALLOC_MMAP_THRESHOLD_=1 MiB), so freed large buffers
     go back to the system instead of showing as heap growth (benchmarks/exactness.py
     measures the difference)."""
-    code = (f"from benchmarks.scale import peak_child; peak_child({family!r}, {nodes}, "
-            f"{samples})")
-    env = dict(os.environ, MALLOC_MMAP_THRESHOLD_=str(2 ** 20))
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                         check=True, env=env, cwd=_ROOT)
-    return float(out.stdout.strip().splitlines()[-1])
+    return fresh_process_mib(f"from benchmarks.scale import peak_child; "
+                             f"peak_child({family!r}, {nodes}, {samples})")
 
 
 def peak_child(family: str, nodes: int, samples: int) -> None:
-    """Print the growth of peak RSS (MiB) over the RSS just before check_exactness; the peak
-    is reset first (Linux clear_refs, as in benchmarks/exactness.py), so the conversion's own
-    peak does not hide it."""
+    """Print the growth of peak RSS (MiB) over the RSS just before check_exactness (the peak
+    is reset first, benchmarks/memory.py), so the conversion's own peak does not hide it."""
     model, shape = build(family, nodes)
     ir = ncet.convert(model, shape)
     x = inputs(shape, samples)
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")  # reset the peak (VmHWM) to the current RSS
-        before, peak = _status_kib("VmRSS"), lambda: _status_kib("VmHWM")
-    except OSError:
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-        peak = lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # noqa: E731
-    ncet.check_exactness(model, ir, x, chunk_size=64)
-    print(f"{max(peak() - before, 0) / 1024:.1f}")
-
-
-def _status_kib(field: str) -> int:
-    with open("/proc/self/status") as f:
-        for line in f:
-            if line.startswith(field + ":"):
-                return int(line.split()[1])
-    raise OSError(f"no {field} in /proc/self/status")
+    print(f"{peak_growth_mib(lambda: ncet.check_exactness(model, ir, x, chunk_size=64)):.1f}")
 
 
 def fit_exponent(rows: list[dict], key: str, min_nodes: int = 1000) -> float | None:
