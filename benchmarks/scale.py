@@ -106,14 +106,15 @@ class DeepResNet(nn.Module):
         return self.head(self.blocks(self.stem(x)))
 
 
-def build(family: str, nodes: int) -> tuple[nn.Module, tuple[int, ...]]:
+def build(family: str, nodes: int,
+          mlp_width: int = _MLP_WIDTH) -> tuple[nn.Module, tuple[int, ...]]:
     """A seeded eval-mode model of about `nodes` FX nodes, calibrated so that activations
     neither vanish nor explode with depth (LSUV-style for the MLP; BatchNorm statistics
-    from one training-mode batch for the ResNet)."""
+    from one training-mode batch for the ResNet); the MLP's layers are `mlp_width` wide."""
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         torch.manual_seed(nodes)
         if family == "mlp":
-            model, shape = DeepMLP(max(1, (nodes - 3) // 2)), (_MLP_WIDTH,)
+            model, shape = DeepMLP(max(1, (nodes - 3) // 2), mlp_width), (mlp_width,)
             h = torch.randn(64, *shape)
             for layer in model.layers:
                 h = layer(h)
@@ -273,20 +274,20 @@ def check_against_floor(model, ir, x, repeats: int, min_seconds: float) -> dict:
                    repeats, min_seconds)
 
 
-def peak_memory(family: str, nodes: int, samples: int) -> float:
+def peak_memory(family: str, nodes: int, samples: int, mlp_width: int = _MLP_WIDTH) -> float:
     """Growth of peak RSS (MiB) while a fresh process runs check_exactness on `samples`.
 
     glibc gets a fixed mmap threshold (MALLOC_MMAP_THRESHOLD_=1 MiB), so freed large buffers
     go back to the system instead of showing as heap growth (benchmarks/exactness.py
     measures the difference)."""
     return fresh_process_mib(f"from benchmarks.scale import peak_child; "
-                             f"peak_child({family!r}, {nodes}, {samples})")
+                             f"peak_child({family!r}, {nodes}, {samples}, {mlp_width})")
 
 
-def peak_child(family: str, nodes: int, samples: int) -> None:
+def peak_child(family: str, nodes: int, samples: int, mlp_width: int = _MLP_WIDTH) -> None:
     """Print the growth of peak RSS (MiB) over the RSS just before check_exactness (the peak
     is reset first, benchmarks/memory.py), so the conversion's own peak does not hide it."""
-    model, shape = build(family, nodes)
+    model, shape = build(family, nodes, mlp_width)
     ir = ncet.convert(model, shape)
     x = inputs(shape, samples)
     print(f"{peak_growth_mib(lambda: ncet.check_exactness(model, ir, x, chunk_size=64)):.1f}")
@@ -314,17 +315,19 @@ def run(args) -> dict:
                            "export_repeats": args.export_repeats,
                            "export_max_nodes": args.export_max_nodes,
                            "eval_max_nodes": args.eval_max_nodes, "samples": args.samples,
-                           "memory_nodes": args.memory_nodes, "threads": args.threads},
+                           "memory_nodes": args.memory_nodes, "threads": args.threads,
+                           "mlp_width": args.mlp_width},
               "conversion": [], "evaluation": [], "memory": [], "fits": {}}
     for family in args.families:
-        model, shape = build(family, min(sizes))  # warm-up: every measured call once
+        # warm-up: every measured call once
+        model, shape = build(family, min(sizes), args.mlp_width)
         conversion(model, shape, 1)
         if args.export_max_nodes:
             exports(model, shape, 1)
         evaluation(model, shape, 1, min(args.samples, 8))
         rows = []
         for size in sizes:
-            model, shape = build(family, size)
+            model, shape = build(family, size, args.mlp_width)
             row = {"model": family, **conversion(model, shape, args.repeats)}
             if row["nodes"] <= args.export_max_nodes:
                 row.update(exports(model, shape, args.export_repeats))
@@ -339,12 +342,13 @@ def run(args) -> dict:
         keys = ["floor_s", "convert_s", "diagnose_s"] + [f"stage_s/{s}" for s in STAGES]
         result["fits"][family] = {key: fit_exponent(rows, key) for key in keys}
         if args.memory_nodes:
-            model, shape = build(family, args.memory_nodes)
+            model, shape = build(family, args.memory_nodes, args.mlp_width)
             nodes = len(torch.fx.symbolic_trace(model).graph.nodes)
             result["memory"].append({
                 "model": family, "nodes": nodes, "samples": args.samples,
-                "peak_mib_1x": peak_memory(family, args.memory_nodes, args.samples),
-                "peak_mib_10x": peak_memory(family, args.memory_nodes, 10 * args.samples)})
+                "peak_mib_1x": peak_memory(family, args.memory_nodes, args.samples, args.mlp_width),
+                "peak_mib_10x": peak_memory(family, args.memory_nodes, 10 * args.samples,
+                                            args.mlp_width)})
     return result
 
 
@@ -355,7 +359,9 @@ def _progress(text: str) -> None:
 def print_tables(result: dict) -> None:
     short = {"trace": "trace", "shape propagation": "shape", "canonicalization": "canon",
              "boundary checks": "bound", "lifting": "lift"}
-    print("\nconvert against its floor (symbolic_trace + one ShapeProp); us per FX node by stage")
+    c, h, w = _CNN_SHAPE
+    print(f"\nmodels: mlp {result['settings']['mlp_width']} wide, resnet on {c}x{h}x{w} inputs")
+    print("convert against its floor (symbolic_trace + one ShapeProp); us per FX node by stage")
     print(f"{'model':<7}{'nodes':>7}{'floor s':>9}{'convert s':>10}{'conv/floor':>11}"
           f"{'us/node':>8}" + "".join(f"{short[s]:>7}" for s in STAGES)
           + f"{'diag/conv':>10}{'export s':>9}{'exp/conv':>9}{'onnx s':>8}")
@@ -420,6 +426,9 @@ def main(argv=None) -> int:
     parser.add_argument("--threads", type=int, default=1,
                         help="torch intra-op threads (default 1: on a shared machine, OpenMP "
                              "threads waiting for a busy core make small ops 10-25x slower)")
+    parser.add_argument("--mlp-width", type=int, default=_MLP_WIDTH,
+                        help=f"width of the mlp family's layers (default {_MLP_WIDTH}; wider "
+                             "layers give each op more work)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
