@@ -7,12 +7,18 @@ from __future__ import annotations
 
 import copy
 import json
+import os
+import subprocess
+import sys
 
+import pytest
 import torch
 
 import ncet
-from benchmarks import scale
+from benchmarks import memory, scale
 from ncet.canonicalize import STAGES, canonicalize
+
+_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_models_convert_exactly_at_the_requested_size():
@@ -25,6 +31,44 @@ def test_models_convert_exactly_at_the_requested_size():
         with torch.no_grad():
             expected = copy.deepcopy(model).double()(x)
         torch.testing.assert_close(ncet.evaluate(ir, x), expected)
+
+
+def test_mlp_width_sets_the_layers_and_the_input():
+    model, shape = scale.build("mlp", 30, mlp_width=96)
+    assert shape == (96,)
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    assert [m.in_features for m in linears] == [96] * len(linears)
+    assert linears[-1].out_features == 10
+    ir = ncet.convert(model, shape)
+    x = scale.inputs(shape, 3, torch.float64)
+    with torch.no_grad():
+        expected = copy.deepcopy(model).double()(x)
+    torch.testing.assert_close(ncet.evaluate(ir, x), expected)
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/clear_refs"), reason="Linux peak reset")
+def test_peak_growth_sees_an_allocation_after_an_earlier_peak():
+    # both buffers exceed glibc's largest mmap threshold (32 MiB): mapped fresh, unmapped on free
+    big = torch.ones(96 * 2 ** 20 // 4)  # an earlier 96 MiB peak, freed before the calls
+    del big
+    assert memory.peak_growth_mib(lambda: None) < 16
+    assert 40 < memory.peak_growth_mib(lambda: torch.ones(48 * 2 ** 20 // 4)) < 80
+
+
+def test_memory_child_imports_as_a_package():
+    # the child process runs `from benchmarks.scale import peak_child` at the repository root
+    mib = scale.peak_memory("mlp", 30, 4, mlp_width=32)
+    assert mib >= 0
+    mib = memory.fresh_process_mib("import benchmarks.exactness; print(1.5)")
+    assert mib == 1.5
+
+
+@pytest.mark.parametrize("script", ["scale.py", "exactness.py"])
+def test_runs_as_a_script(script):
+    # benchmarks/ itself, not the repository root, is on sys.path: the memory import must work
+    out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", script), "--help"],
+                         capture_output=True, text=True, cwd="/", check=True)
+    assert "usage:" in out.stdout
 
 
 def test_stages_add_up_to_the_conversion():
@@ -47,9 +91,12 @@ def test_fit_exponent_recovers_a_power_law():
 def test_script_writes_every_key(tmp_path, capsys):
     out = tmp_path / "scale.json"
     assert scale.main(["--sizes", "30,60", "--repeats", "1", "--export-max-nodes", "0",
-                       "--memory-nodes", "0", "--samples", "4", "--json", str(out)]) == 0
+                       "--memory-nodes", "0", "--samples", "4", "--mlp-width", "32",
+                       "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert set(result) == {"machine", "settings", "conversion", "evaluation", "memory", "fits"}
+    assert result["settings"]["mlp_width"] == 32
+    assert result["settings"]["samples"] == 4
     assert [r["model"] for r in result["conversion"]] == ["mlp", "mlp", "resnet", "resnet"]
     for row in result["conversion"]:
         for key in ("nodes", "floor_s", "convert_s", "diagnose_s", "convert_over_floor",
@@ -58,9 +105,16 @@ def test_script_writes_every_key(tmp_path, capsys):
             assert row[key] > 0 or key.startswith("stage_"), (key, row[key])
     assert len(result["evaluation"]) == 4
     for row in result["evaluation"]:
+        assert row["samples"] == 4
         for key in ("evaluate_throughput_ratio/b1", "evaluate_throughput_ratio/b256",
-                    "check_over_floor", "save_s", "load_s", "torch_save_s", "file_bytes",
-                    "torch_save_bytes"):
+                    "check_s", "check_floor_s", "check_over_floor", "check_s_10x",
+                    "check_floor_s_10x", "check_over_floor_10x", "save_s", "load_s",
+                    "torch_save_s", "file_bytes", "torch_save_bytes"):
             assert row[key] > 0, key
+        for suffix in ("", "_10x"):
+            assert row[f"check_over_floor{suffix}"] == pytest.approx(
+                row[f"check_s{suffix}"] / row[f"check_floor_s{suffix}"])
     assert set(result["fits"]) == {"mlp", "resnet"}
-    assert "convert against its floor" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "convert against its floor" in printed
+    assert "mlp 32 wide" in printed and "c/f 10x" in printed
