@@ -22,9 +22,7 @@ import torch.nn.functional as F
 
 from .arithmetic import (
     SMALLEST_NORMAL,
-    UNIT_ROUNDOFF,
     ArithmeticModel,
-    gamma,
     read_arithmetic_model,
 )
 from .evaluate import EVALUATORS
@@ -96,7 +94,7 @@ def _conv_carry(node, es, ac):
     return EVALUATORS["Conv2d"](without_bias, es, ac)
 
 
-def _dot_roundings(node, shapes, consts):
+def dot_roundings(node, shapes, consts):
     n = consts[node.attrs["weight"]][0].numel()  # in_features, or (C/groups)*kh*kw
     return n + 2  # n products summed in any order, plus the bias, plus FMA slack
 
@@ -278,8 +276,8 @@ def _exact(carry=_same_op) -> BoundRule:
 
 
 BOUND_RULES: dict[str, BoundRule] = {
-    "Linear": BoundRule(_linear_mag, _dot_roundings, _linear_carry),
-    "Conv2d": BoundRule(lambda n, xs, ac: EVALUATORS["Conv2d"](n, xs, ac), _dot_roundings,
+    "Linear": BoundRule(_linear_mag, dot_roundings, _linear_carry),
+    "Conv2d": BoundRule(lambda n, xs, ac: EVALUATORS["Conv2d"](n, xs, ac), dot_roundings,
                         _conv_carry),
     "BatchNorm": BoundRule(_bn_mag, lambda n, s, c: 10, _bn_carry, _bn_exposed, _bn_linear),
     "AdaptiveAvgPool2d": BoundRule(_same_op, _adaptive_roundings, _same_op),
@@ -361,132 +359,6 @@ def rounding(node: IRNode, inputs: Tensors, abs_consts: Consts, consts: Consts,
     if magnitude is None:
         magnitude = rule.magnitude(node, abs_inputs, abs_consts)
     return Rounding(rule.roundings(node, shapes, consts), magnitude, exposed)
-
-
-FLOAT32_DOT_OPS = ("Linear", "Conv2d")
-"""Ops whose magnitudes and carried radii may be computed in float32 and rounded up."""
-
-_F32, _F64 = torch.float32, torch.float64
-
-
-_F32_INF = torch.tensor(math.inf, dtype=_F32)
-
-
-def round_up_to_float32(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Float32 values >= the non-negative float64 `values` (inf where they overflow, which
-    `dot_sum32` then reports): the float32 neighbour above the nearest float32, since
-    rounding to nearest is off by at most half a spacing.
-
-    Args:
-        values: Non-negative float64 values.
-        out: A float32 tensor of their shape to write into (else allocated).
-    """
-    near = values.to(_F32) if out is None else out.copy_(values)
-    return torch.nextafter(near, _F32_INF, out=near)
-
-
-def dot_sum32(node: IRNode, abs_inputs32: Tensors, abs_consts32: Consts,
-              carry: bool) -> torch.Tensor | None:
-    """The float32 sum |W|.|x| + |b| (or, with `carry`, |W|.e) of a Linear/Conv2d node on
-    non-negative float32 operands, or None when it overflows (not finite); `DotBound` turns
-    it into rounded-up float64 bounds."""
-    rule = BOUND_RULES[node.op_type]
-    value = (rule.carry if carry else rule.magnitude)(node, abs_inputs32, abs_consts32)
-    return value if value.numel() == 0 or math.isfinite(float(value.max())) else None
-
-
-@dataclass(frozen=True, slots=True)
-class DotBound:
-    """A Linear/Conv2d node's bounds from float32 sums v = fl32(S) and c = fl32(C): with n
-    terms, |fl32(S) - S| <= gamma_n S + n eta, so S <= F (v + n eta), F = 1 / (1 - gamma_n).
-    Then, with SAFETY folded into the coefficients (shape-(1,) float64 tensors, so the float32
-    sums are promoted exactly),
-
-      local = SAFETY [(g_t + g_r) S + k (eta_t + eta_r)]  = scale v + offset
-      total = local + SAFETY (1 + g_r) C                   = local + carry_scale c + carry_offset
-    """
-
-    scale: torch.Tensor
-    offset: torch.Tensor
-    carry_scale: torch.Tensor
-    carry_offset: torch.Tensor
-
-    @classmethod
-    def of(cls, node: IRNode, consts: Consts, dtype: torch.dtype,
-           arithmetic: ArithmeticModel) -> DotBound:
-        k = _dot_roundings(node, [], consts)
-        n = k - 1  # the products and the bias
-        factor = 1 / (1 - gamma(n, UNIT_ROUNDOFF[_F32]))
-        n_eta = n * SMALLEST_NORMAL[_F32]
-        g_t, g_r = arithmetic.gamma(dtype, node.op_type, k), arithmetic.gamma(_F64, node.op_type, k)
-        eta = SMALLEST_NORMAL[dtype] + SMALLEST_NORMAL[_F64]
-        scale, carry_scale = SAFETY * (g_t + g_r) * factor, SAFETY * (1 + g_r) * factor
-        return cls(*(torch.tensor([v], dtype=_F64) for v in (
-            scale, scale * n_eta + SAFETY * k * eta, carry_scale, carry_scale * n_eta)))
-
-    def local(self, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """The node-local bound from the float32 magnitude sum v (into `out`, float64)."""
-        out = v.to(_F64) if out is None else out.copy_(v)
-        return out.mul_(self.scale).add_(self.offset)
-
-    def total(self, local: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        """The end-to-end radius from the local bound and the float32 carried sum c."""
-        return c.to(_F64).mul_(self.carry_scale).add_(local).add_(self.carry_offset)
-
-
-def _coefficient(value) -> torch.Tensor:
-    """A float64 coefficient with at least one dimension, so float32 operands are promoted
-    (exactly) to float64 rather than the product rounded to float32."""
-    value = torch.as_tensor(value, dtype=_F64)
-    return value.reshape(1) if value.dim() == 0 else value
-
-
-@dataclass(frozen=True, slots=True)
-class LinearBound:
-    """An elementwise node's bounds from its LinearForm, SAFETY folded into the coefficients:
-
-      local = SAFETY [(g_t + g_r) S + k (eta_t + eta_r) + 2 (eta_t + eta_r) X]
-            = sum p_i |x_i| + p0
-      total = local + SAFETY [(1 + g_r) C(e) + 2 eta_r X(e)]  = local + sum q_i e_i + q0
-    """
-
-    p: tuple[torch.Tensor, ...]
-    p0: torch.Tensor
-    q: tuple[torch.Tensor, ...]
-    q0: torch.Tensor | None
-
-    @classmethod
-    def of(cls, node: IRNode, form: LinearForm, k: float, dtype: torch.dtype,
-           arithmetic: ArithmeticModel) -> LinearBound:
-        g_t, g_r = arithmetic.gamma(dtype, node.op_type, k), arithmetic.gamma(_F64, node.op_type, k)
-        eta_t, eta_r = SMALLEST_NORMAL[dtype], SMALLEST_NORMAL[_F64]
-        g, x = g_t + g_r, 2 * (eta_t + eta_r)
-        p = tuple(_coefficient(SAFETY * (g * a + x * b)) for a, b in zip(form.a, form.b))
-        p0 = _coefficient(SAFETY * (g * form.a0 + k * (eta_t + eta_r) + x * form.b0))
-        q = tuple(_coefficient(SAFETY * ((1 + g_r) * c + 2 * eta_r * b))
-                  for c, b in zip(form.c, form.b))
-        q0 = None if isinstance(form.b0, float) and form.b0 == 0 else \
-            _coefficient(SAFETY * 2 * eta_r * form.b0)
-        return cls(p, p0, q, q0)
-
-    def local(self, abs_inputs: Tensors, out: torch.Tensor | None = None) -> torch.Tensor:
-        """The node-local bound from the inputs' absolute values (float64), into `out`
-        (a float64 tensor of the node's batched shape) when given."""
-        if out is not None and out.shape != torch.broadcast_shapes(
-                self.p0.shape, abs_inputs[0].shape, self.p[0].shape):
-            out = None
-        out = torch.addcmul(self.p0, abs_inputs[0], self.p[0], out=out)
-        for x, p in zip(abs_inputs[1:], self.p[1:]):
-            out = out.addcmul_(x, p) if out.shape == torch.broadcast_shapes(out.shape, x.shape) \
-                else torch.addcmul(out, x, p)
-        return out
-
-    def total(self, local: torch.Tensor, radii: Tensors) -> torch.Tensor:
-        """The end-to-end radius from the local bound and the inputs' radii."""
-        out = torch.addcmul(local, radii[0], self.q[0])
-        for e, q in zip(radii[1:], self.q[1:]):
-            out = torch.addcmul(out, e, q)
-        return out if self.q0 is None else out.add_(self.q0)
 
 
 def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtype,

@@ -28,7 +28,14 @@ from .spellings import (
     REJECTED_FUNCTIONS,
     UNSUPPORTED_HINTS,
 )
-from .trace import BATCH_SIZES, Traced, call_node, make_example_inputs, trace_model
+from .trace import (
+    BATCH_SIZES,
+    Traced,
+    call_node,
+    make_example_inputs,
+    record_trace,
+    trace_model,
+)
 
 _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
 
@@ -65,6 +72,8 @@ def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
         problems = any(r.error is not None for r in rows)
         graph = None if problems else walk.graph()
         clock.lap("lifting")
+        if graph is not None:
+            record_trace(graph, model, traced)
     if stages is not None:
         stages.update(clock.seconds)
     return ConversionReport(tuple(rows), graph)
@@ -163,9 +172,7 @@ class _Walk:
         return self._row(node, "mapped", spelling=str(node.target), op_type="Input", shape=shape)
 
     def _get_attr(self, node: torch.fx.Node) -> Row:
-        value = self.root
-        for part in str(node.target).split("."):
-            value = getattr(value, part)
+        value = self.traced.attribute(str(node.target))
         path = self.traced.user_path(str(node.target))
         if isinstance(value, torch.Tensor):
             self.clock.lap("canonicalization")

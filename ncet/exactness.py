@@ -6,38 +6,16 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Sequence
-from types import MappingProxyType
-from typing import NamedTuple
 
 import torch
-import torch.fx
 from torch import nn
 
-from .arithmetic import SMALLEST_NORMAL, ArithmeticModel, read_arithmetic_model
-from .bounds import (
-    BOUND_RULES,
-    FLOAT32_DOT_OPS,
-    SAFETY,
-    DotBound,
-    LinearBound,
-    dot_sum32,
-    round_up_to_float32,
-    rounding,
-)
+from .arithmetic import read_arithmetic_model
+from .checker import Checker
 from .conversion import convert
-from .evaluate import EVALUATORS
-from .exactness_report import (
-    OUTPUT_ERROR_SAMPLE_SIZE,
-    VALUE_SAMPLE_SIZE,
-    ElementSampler,
-    ExactnessEntry,
-    ExactnessReport,
-    NodeStats,
-    OutputEntry,
-    sample_indices,
-)
-from .ir import GraphIR, IRNode
-from .trace import call_node, trace_model
+from .exactness_report import VALUE_SAMPLE_SIZE, ExactnessReport
+from .ir import GraphIR
+from .trace import Traced, recorded_trace, trace_model
 
 CHUNK_ELEMENTS = 2 ** 20
 """Default chunk: as many samples as keep every node's batched value under this many elements
@@ -86,6 +64,10 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     through the graph; |torch - reference| <= B(u_torch) + B(u_ref) at every node, and the
     model's own eager outputs are held to the same bound.
 
+    The FX graph checked is the one `convert` traced when `ir` is the GraphIR it returned
+    for this same model object (in this process); otherwise, or when that graph's outputs
+    are not bit-identical to the eager model's, the model is traced again.
+
     Args:
         model: The model the IR was converted from; it is run, never modified.
         ir: Its GraphIR; converted from `model` when None (then `inputs` are required, or
@@ -130,18 +112,28 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         described = f"{inputs[0].shape[0]} given samples"
     else:
         inputs, described = generate_inputs(ir, samples_per_scale, seed)
-    traced = trace_model(model, len(ir.inputs))
-    checker = _Checker(model, traced.graph_module, ir, read_arithmetic_model(), local, end_to_end)
-    total = inputs[0].shape[0]
     if chunk_size is None:
         widest = max((math.prod(n.shape) for n in ir.nodes if n.shape is not None), default=1)
         chunk_size = max(1, CHUNK_ELEMENTS // max(widest, 1))
-    checker.sample(total, keep_samples, seed)
-    starts = range(0, total, chunk_size)
-    for done, start in enumerate(starts, 1):
-        checker.run([x[start:start + chunk_size] for x in inputs], start)
-        _report_progress(progress, done, len(starts))
-    return checker.report(described, total)
+
+    def check(traced: Traced) -> ExactnessReport:
+        checker = Checker(model, traced, ir, read_arithmetic_model(), local, end_to_end)
+        total = inputs[0].shape[0]
+        checker.sample(total, keep_samples, seed)
+        starts = range(0, total, chunk_size)
+        for done, start in enumerate(starts, 1):
+            checker.run([x[start:start + chunk_size] for x in inputs], start)
+            _report_progress(progress, done, len(starts))
+        return checker.report(described, total)
+
+    traced = recorded_trace(ir, model)
+    if traced is not None:
+        report = check(traced)
+        if not report.traced_differs:
+            return report
+        # forward() may behave differently since convert: check the model's current trace,
+        # so that a difference is found at its node and not only at the outputs
+    return check(trace_model(model, len(ir.inputs)))
 
 
 def _report_progress(progress, done: int, total: int) -> None:
@@ -150,291 +142,3 @@ def _report_progress(progress, done: int, total: int) -> None:
     elif progress:
         print(f"\rcheck_exactness: chunk {done}/{total}", end="\n" if done == total else "",
               file=sys.stderr, flush=True)
-
-
-class _Bound(NamedTuple):
-    """A rounding node's local bound B_t + B_r (SAFETY included), the float64 gamma of its
-    rounding count, and the float32 route of Linear/Conv2d when taken."""
-
-    value: torch.Tensor
-    g_ref: float
-    dot: DotBound | None = None
-    linear: LinearBound | None = None
-
-
-class _Scratch:
-    """Named buffers, grown to the largest node value and reused by every node and chunk for
-    temporaries (absolute values, local bounds, comparisons): no fresh chunk-sized
-    allocations for them, so they are cache-warm and the heap does not fragment."""
-
-    def __init__(self):
-        self.flat: dict[tuple[str, torch.dtype], torch.Tensor] = {}
-
-    def get(self, slot: str, shape, dtype: torch.dtype = _F64) -> torch.Tensor:
-        n = math.prod(shape)
-        buffer = self.flat.get((slot, dtype))
-        if buffer is None or buffer.numel() < n:
-            buffer = self.flat[slot, dtype] = torch.empty(n, dtype=dtype)
-        return buffer[:n].view(shape)
-
-    def __call__(self, shape) -> tuple[torch.Tensor, torch.Tensor]:
-        """The two buffers `CheckStats.update` works in."""
-        return self.get("work", shape), self.get("spare", shape)
-
-
-class _Checker:
-    """Walks the traced graph chunk by chunk, freeing every value after its last use."""
-
-    def __init__(self, model: nn.Module, gm: torch.fx.GraphModule, ir: GraphIR,
-                 arithmetic: ArithmeticModel, local: bool, end_to_end: bool):
-        self.model, self.gm, self.ir, self.arithmetic = model, gm, ir, arithmetic
-        self.local, self.end_to_end = local, end_to_end
-        self.consts = {k: v.to(_F64) for k, v in ir.constants.items()}
-        self.abs_consts = {k: v.abs() for k, v in self.consts.items()}
-        self.abs_consts32 = {k: v.abs() for k, v in ir.constants.items()
-                             if v.dtype == torch.float32}
-        self.nodes = list(gm.graph.nodes)
-        self.fx_by_name = {n.name: n for n in self.nodes}
-        self.ir_nodes = {n.name: n for n in ir.nodes if n.op_type not in ("Input", "Output")}
-        missing = [n.name for n in self.nodes if n.op.startswith("call_")
-                   and n.name not in self.ir_nodes]
-        if missing:
-            raise ValueError(f"the GraphIR does not match the model: no IR node for FX node(s) "
-                             f"{', '.join(missing[:5])}")
-        self.stats = {name: NodeStats() for name in self.ir_nodes}
-        self.outputs = [NodeStats() for _ in ir.outputs]
-        self.traced_differs = False
-        self.last_use = self._last_uses()
-        self.samplers: dict[str, ElementSampler] = {}
-        self.output_samplers: dict[str, ElementSampler] = {}
-        self.dot_bounds: dict[str, DotBound] = {}
-        self.linear_bounds: dict[str, LinearBound] = {}
-        self.scratch = _Scratch()
-
-    def sample(self, total: int, keep: int, seed: int) -> None:
-        """Choose the elements kept for the report's value and output error samples."""
-        generator = torch.Generator().manual_seed(seed)
-        for node in self.ir.nodes:
-            if keep > 0 and node.op_type != "Output":
-                per_sample = math.prod(node.shape)
-                self.samplers[node.name] = ElementSampler(
-                    sample_indices(total * per_sample, keep, generator), per_sample)
-        for name in self.ir.outputs:
-            per_sample = math.prod(self.ir.node(name).shape)
-            self.output_samplers[name] = ElementSampler(
-                sample_indices(total * per_sample, OUTPUT_ERROR_SAMPLE_SIZE, generator),
-                per_sample)
-
-    def _last_uses(self) -> dict[int, list[str]]:
-        last: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            for used in node.all_input_nodes:
-                last[used.name] = i
-        release: dict[int, list[str]] = {}
-        for name, i in last.items():
-            release.setdefault(i, []).append(name)
-        return release
-
-    # --- one chunk ------------------------------------------------------------------
-    def run(self, chunk: list[torch.Tensor], start: int = 0) -> None:
-        fx_env: dict[torch.fx.Node, torch.Tensor] = {}
-        self.as_f64: dict[str, torch.Tensor] = {}  # PyTorch's values, converted once
-        ref: dict[str, torch.Tensor | None] = {}
-        radius: dict[str, torch.Tensor | None] = {}
-        placeholder, count = 0, chunk[0].shape[0]
-        with torch.no_grad():
-            for i, node in enumerate(self.nodes):
-                if node.op == "placeholder":
-                    x = chunk[placeholder]
-                    placeholder += 1
-                    fx_env[node] = x
-                    ref[node.name] = self.as_f64[node.name] = x.to(_F64)
-                    radius[node.name] = torch.zeros((), dtype=_F64)
-                    if node.name in self.samplers:
-                        self.samplers[node.name].take(start, count, x, x)
-                elif node.op == "get_attr":
-                    fx_env[node] = self._attr(node)
-                elif node.op == "output":
-                    self._check_outputs(chunk, fx_env, ref, radius, start)
-                else:
-                    module = self.gm.get_submodule(node.target) \
-                        if node.op == "call_module" else None
-                    fx_env[node] = call_node(node, fx_env, module)
-                    self._check_node(self.ir_nodes[node.name], fx_env, ref, radius)
-                    if node.name in self.samplers:
-                        self.samplers[node.name].take(start, count, fx_env[node],
-                                                      ref.get(node.name))
-                for name in self.last_use.get(i, ()):
-                    ref.pop(name, None)
-                    radius.pop(name, None)
-                    self.as_f64.pop(name, None)
-                    fx_env.pop(self.fx_by_name[name], None)
-
-    def _attr(self, node: torch.fx.Node) -> torch.Tensor:
-        value = self.gm
-        for part in str(node.target).split("."):
-            value = getattr(value, part)
-        return value
-
-    def _check_node(self, node: IRNode, fx_env, ref, radius) -> None:
-        torch_value = fx_env[self.fx_by_name[node.name]]
-        stats = self.stats[node.name]
-        if not isinstance(torch_value, torch.Tensor):
-            stats.note("PyTorch's value is not a tensor")
-            ref[node.name] = radius[node.name] = None
-            return
-        if any(name not in self.as_f64 for name in node.inputs):
-            stats.note("an input is not a tensor in PyTorch's run: not checked")
-            ref[node.name] = radius[node.name] = None
-            return
-        raw = [fx_env[self.fx_by_name[name]] for name in node.inputs]
-        ins = [self.as_f64[name] for name in node.inputs]
-        t = self.as_f64[node.name] = torch_value.to(_F64)
-        dtype = getattr(torch, node.dtype)
-        bound = self._local_bound(node, raw, ins, dtype, t.shape)
-        expected = self._local(node, stats, t, ins, bound, dtype) if self.local else None
-        if self.end_to_end:
-            self._end_to_end(node, stats, t, ref, radius, ins, expected, bound, dtype)
-
-    def _float32_dot(self, node: IRNode, raw: list[torch.Tensor]) -> bool:
-        """Linear/Conv2d with float32 operands: magnitudes and radii are computed in float32
-        and rounded up (the dot products dominate the cost of the check)."""
-        return node.op_type in FLOAT32_DOT_OPS and all(x.dtype == torch.float32 for x in raw) \
-            and node.attrs["weight"] in self.abs_consts32 \
-            and (node.attrs["bias"] is None or node.attrs["bias"] in self.abs_consts32)
-
-    def _dot_bound(self, node: IRNode, dtype: torch.dtype) -> DotBound:
-        if node.name not in self.dot_bounds:
-            self.dot_bounds[node.name] = DotBound.of(node, self.ir.constants, dtype,
-                                                     self.arithmetic)
-        return self.dot_bounds[node.name]
-
-    def _local_bound(self, node: IRNode, raw, ins, dtype, shape) -> _Bound | None:
-        """B_t + B_r at PyTorch's inputs (SAFETY included), None for an exact op; the fused
-        routes write it into a scratch buffer (copied if it becomes a radius)."""
-        rule = BOUND_RULES[node.op_type]
-        if rule.magnitude is None:
-            return None
-        if self._float32_dot(node, raw):
-            v = dot_sum32(node, [x.abs() for x in raw], self.abs_consts32, False)
-            if v is not None:
-                dot = self._dot_bound(node, dtype)
-                return _Bound(dot.local(v, self._bound_buffer(v.shape, shape)), 0.0, dot)
-        if rule.linear is not None:
-            linear = self.linear_bounds.get(node.name)
-            if linear is None:
-                k = rule.roundings(node, [tuple(x.shape[1:]) for x in ins], self.ir.constants)
-                form = rule.linear(node, self.abs_consts, ins[0].dim())
-                linear = self.linear_bounds[node.name] = LinearBound.of(
-                    node, form, k, dtype, self.arithmetic)
-            absolute = [torch.abs(x, out=self.scratch.get(f"abs{i}", x.shape))
-                        for i, x in enumerate(ins)]
-            return _Bound(linear.local(absolute, self.scratch.get("bound", shape)), 0.0, None,
-                          linear)
-        r = rounding(node, ins, self.abs_consts, self.ir.constants)
-        return _Bound(r.bound_pair(node, dtype, self.arithmetic).mul_(SAFETY),
-                      self.arithmetic.gamma(_F64, node.op_type, r.k))
-
-    def _bound_buffer(self, shape, node_shape) -> torch.Tensor | None:
-        return self.scratch.get("bound", shape) if shape == node_shape else None
-
-    def _local(self, node: IRNode, stats, t, ins, bound: _Bound | None, dtype):
-        try:
-            expected = EVALUATORS[node.op_type](node, ins, self.consts)
-        except Exception as exc:  # a faulty IR may not even evaluate on these shapes
-            stats.note(f"node-local: the IR node fails on PyTorch's inputs: {exc}")
-            stats.local.violate()
-            return None
-        if expected.shape != t.shape:
-            stats.note(f"node-local: shape {list(expected.shape[1:])} from the IR, "
-                       f"{list(t.shape[1:])} from PyTorch")
-            stats.local.violate()
-            return None
-        stats.local.update(t, expected, 0.0 if bound is None else bound.value, dtype,
-                           relative=True, scratch=self.scratch(t.shape))
-        return expected
-
-    def _end_to_end(self, node: IRNode, stats, t, ref, radius, ins, expected,
-                    bound: _Bound | None, dtype) -> None:
-        ins_ref = [ref.get(name) for name in node.inputs]
-        ins_radius = [radius.get(name) for name in node.inputs]
-        if any(v is None for v in ins_ref) or any(v is None for v in ins_radius):
-            ref[node.name] = radius[node.name] = None  # upstream already broken: not checked
-            return
-        try:
-            if expected is not None and all(a is b for a, b in zip(ins_ref, ins)):
-                value = expected  # the reference's inputs are PyTorch's (graph inputs)
-            else:
-                value = EVALUATORS[node.op_type](node, ins_ref, self.consts)
-            if all(e.dim() == 0 and float(e) == 0 for e in ins_radius):
-                # exact inputs carry no error: PyTorch and the reference round the same values
-                total = torch.zeros((), dtype=_F64) if bound is None else bound.value.clone()
-            else:
-                total = self._carried(node, [e.expand_as(x) for e, x in
-                                             zip(ins_radius, ins_ref)], bound)
-        except Exception as exc:
-            stats.note(f"end to end: the IR node fails on the reference inputs: {exc}")
-            stats.end_to_end.violate()
-            ref[node.name] = radius[node.name] = None
-            return
-        if value.shape != t.shape:
-            stats.end_to_end.violate()
-            ref[node.name] = radius[node.name] = None
-            return
-        stats.end_to_end.update(t, value, total, dtype, scratch=self.scratch(t.shape))
-        ref[node.name], radius[node.name] = value, total
-
-    def _carried(self, node: IRNode, radii, bound: _Bound | None) -> torch.Tensor:
-        """E_v = C(E_in) + SAFETY [B_t(S_t, X_t) + B_r(S_t + C(E_in), X_t + X(E_in))]:
-        PyTorch rounded on its own inputs, the reference on inputs within the carried radius
-        of them, so on magnitudes at most S_t + C(E_in) (the rules are linear)."""
-        rule = BOUND_RULES[node.op_type]
-        if bound is None:  # exact ops move, select or take maxima of the radii: exactly
-            return rule.carry(node, radii, self.abs_consts)
-        if bound.linear is not None:
-            return bound.linear.total(bound.value, radii)
-        if bound.dot is not None:
-            up = [round_up_to_float32(e, self.scratch.get(f"up{i}", e.shape, torch.float32))
-                  for i, e in enumerate(radii)]
-            c = dot_sum32(node, up, self.abs_consts32, True) if self._float32_dot(node, up) \
-                else None
-            if c is not None:
-                return bound.dot.total(bound.value, c)
-        carried = rule.carry(node, radii, self.abs_consts)
-        total = torch.add(bound.value, carried, alpha=SAFETY * (1 + bound.g_ref))
-        exposed = rule.exposed(node, radii, self.abs_consts) if rule.exposed else 0.0
-        if isinstance(exposed, torch.Tensor):
-            total = total.add_(exposed, alpha=2 * SMALLEST_NORMAL[_F64] * SAFETY) \
-                if exposed.shape == total.shape else total + 2 * SMALLEST_NORMAL[_F64] \
-                * SAFETY * exposed
-        return total
-
-    def _check_outputs(self, chunk, fx_env, ref, radius, start: int) -> None:
-        with torch.random.fork_rng(devices=[]):
-            eager = self.model(*chunk)
-        eager = eager if isinstance(eager, (tuple, list)) else (eager,)
-        for i, name in enumerate(self.ir.outputs):
-            traced = fx_env[self.fx_by_name[name]]
-            if not torch.equal(traced, eager[i]):
-                self.traced_differs = True
-            self.output_samplers[name].take(start, chunk[0].shape[0], eager[i], ref.get(name))
-            if ref.get(name) is None or radius.get(name) is None:
-                continue
-            if ref[name].shape != eager[i].shape:
-                self.outputs[i].end_to_end.violate()
-                continue
-            self.outputs[i].end_to_end.update(eager[i].to(_F64), ref[name], radius[name],
-                                              eager[i].dtype, scratch=self.scratch(
-                                                  ref[name].shape))
-
-    # --- result ---------------------------------------------------------------------
-    def report(self, described: str, samples: int) -> ExactnessReport:
-        entries = tuple(ExactnessEntry.from_stats(n, self.stats[n.name])
-                        for n in self.ir.nodes if n.name in self.stats)
-        outputs = tuple(OutputEntry.from_stats(name, stats)
-                        for name, stats in zip(self.ir.outputs, self.outputs))
-        return ExactnessReport(
-            entries, outputs, self.arithmetic, described, samples, self.local, self.end_to_end,
-            self.traced_differs,
-            MappingProxyType({k: s.freeze() for k, s in self.samplers.items()}),
-            MappingProxyType({k: s.freeze() for k, s in self.output_samplers.items()}))

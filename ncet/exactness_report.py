@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import html
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -11,13 +10,8 @@ from types import MappingProxyType
 import torch
 
 from .arithmetic import ArithmeticModel
+from .exactness_stats import NodeStats
 from .ir import IRNode
-
-_SAMPLED_RATIOS = 256
-"""Ratios kept per node and chunk for the median (evenly spaced over the elements)."""
-
-_MAX_SAMPLED_CHUNKS = 64
-"""Chunks whose sampled ratios are kept, so memory does not grow with the samples."""
 
 VALUE_SAMPLE_SIZE = 256
 """Default number of elements per node kept for `ExactnessReport.value_sample`."""
@@ -25,150 +19,9 @@ VALUE_SAMPLE_SIZE = 256
 OUTPUT_ERROR_SAMPLE_SIZE = 4096
 """Elements per output kept for `ExactnessReport.output_error_sample`."""
 
+
 def _no_samples() -> Mapping:
     return MappingProxyType({})
-
-
-def sample_indices(total: int, k: int, generator: torch.Generator) -> torch.Tensor:
-    """k sorted, distinct flat indices into `total` elements (all of them when total <= k):
-    the range cut into k equal strata, one index drawn uniformly in each."""
-    if total <= k:
-        return torch.arange(total)
-    edges = torch.arange(k + 1) * total // k
-    width = edges[1:] - edges[:-1]  # >= 1 since total > k
-    draw = (torch.rand(k, generator=generator, dtype=torch.float64) * width).long()
-    return edges[:-1] + torch.minimum(draw, width - 1)
-
-
-class ElementSampler:
-    """PyTorch's and the reference's values of one node at fixed flat element indices of
-    its batched value (samples x per-sample shape, row-major), gathered chunk by chunk."""
-
-    __slots__ = ("indices", "per_sample", "torch", "reference")
-
-    def __init__(self, indices: torch.Tensor, per_sample: int):
-        self.indices, self.per_sample = indices, per_sample
-        self.torch = torch.full((len(indices),), math.nan, dtype=torch.float64)
-        self.reference = torch.full((len(indices),), math.nan, dtype=torch.float64)
-
-    def take(self, start: int, count: int, torch_value: torch.Tensor | None,
-             reference: torch.Tensor | None) -> None:
-        """Copy the sampled elements of samples [start, start + count) (None: not known)."""
-        first, end = start * self.per_sample, (start + count) * self.per_sample
-        lo, hi = torch.searchsorted(self.indices, torch.tensor([first, end])).tolist()
-        if lo == hi:
-            return
-        where = self.indices[lo:hi] - first
-        for buffer, value in ((self.torch, torch_value), (self.reference, reference)):
-            if isinstance(value, torch.Tensor) and value.numel() == end - first:
-                buffer[lo:hi] = value.reshape(-1)[where]
-
-    def freeze(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        return self.indices, self.torch, self.reference
-
-
-@dataclass
-class CheckStats:
-    """Running maxima of one check (node-local or end to end) at one node."""
-
-    max_error: float = 0.0
-    max_rel_error: float = 0.0
-    ratio: float = 0.0
-    bound_at_worst: float = 0.0
-    error_at_worst: float = 0.0
-    ulps_at_worst: float = 0.0
-    violations: int = 0
-    elements: int = 0
-    ratios: list[torch.Tensor] = field(default_factory=list)
-
-    def violate(self) -> None:
-        """Record a violation that has no elementwise numbers (shape mismatch, failure)."""
-        self.ratio = math.inf
-        self.violations += 1
-
-    def update(self, torch_value: torch.Tensor, expected: torch.Tensor,
-               bound: torch.Tensor | float, t_dtype: torch.dtype, relative: bool = False,
-               scratch: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
-        """Fold in one chunk: |torch_value - expected| against `bound`, elementwise.
-
-        `scratch`: two float64 tensors of the values' shape to work in (else allocated).
-        The relative error is |torch_value - expected| / |expected| (inf where expected is
-        0 and they differ).
-        """
-        self.elements += expected.numel()
-        if expected.numel() == 0:
-            return
-        exact = bound == 0 if not isinstance(bound, torch.Tensor) else \
-            bound.dim() == 0 and float(bound) == 0
-        if exact and torch.equal(torch_value, expected):
-            return  # an exact op, exact: one pass
-        work, spare = scratch if scratch is not None else (None, None)
-        error = torch.sub(torch_value, expected, out=work).abs_()
-        largest = float(error.max())  # NaN propagates
-        if not math.isfinite(largest):  # equal infinities agree; NaN never does
-            error = torch.where(torch_value == expected, 0.0, error).nan_to_num_(nan=math.inf)
-            largest = float(error.max())
-        if largest == 0.0:
-            return  # every element is exact
-        self.max_error = max(self.max_error, largest)
-        if relative:
-            rel = torch.div(error, expected, out=spare)  # 0/0 (NaN) where both are 0
-            low, high = torch.aminmax(rel)
-            if math.isnan(float(high)):
-                low, high = torch.aminmax(rel.nan_to_num_(0.0, math.inf, -math.inf))
-            self.max_rel_error = max(self.max_rel_error, -float(low), float(high))
-        ratio = error.div_(bound)  # observed/bound; 0/0 (NaN): exact where nothing may differ
-        rows = ratio.reshape(ratio.shape[0] if ratio.dim() else 1, -1)
-        row_max = rows.amax(1)  # a fast reduction; the worst element is found in its row
-        if bool(torch.isnan(row_max).any()):
-            # 0/0 is an exact element where nothing may differ; but a NaN bound certifies
-            # nothing, so there the ratio is inf whatever the error (it used to become 0).
-            void = torch.isnan(torch.as_tensor(bound, dtype=torch.float64)
-                               .expand_as(expected)).reshape(rows.shape)
-            rows = rows.nan_to_num_(0.0, math.inf).masked_fill_(void, math.inf)
-            row_max = rows.amax(1)
-        row = int(torch.argmax(row_max))
-        worst_ratio = float(row_max[row])
-        flat = rows.reshape(-1)
-        if worst_ratio > 1:
-            self.violations += int((flat > 1).sum())
-        if len(self.ratios) < _MAX_SAMPLED_CHUNKS:
-            sample = flat[::max(1, flat.numel() // _SAMPLED_RATIOS)]
-            self.ratios.append(sample[torch.isfinite(sample)])
-        if worst_ratio >= self.ratio:
-            self.ratio = worst_ratio
-            worst = row * rows.shape[1] + int(torch.argmax(rows[row]))
-            bound = torch.as_tensor(bound, dtype=torch.float64)
-            self.bound_at_worst = float(bound.expand_as(expected).reshape(-1)[worst])
-            t_worst = float(torch_value.reshape(-1)[worst])
-            e_worst = float(expected.reshape(-1)[worst])
-            self.error_at_worst = 0.0 if t_worst == e_worst else abs(t_worst - e_worst)
-            if math.isnan(self.error_at_worst):
-                self.error_at_worst = math.inf
-            t = torch.tensor(abs(t_worst), dtype=t_dtype)
-            ulp = float((torch.nextafter(t, torch.tensor(math.inf, dtype=t_dtype)) - t)
-                        .to(torch.float64)) if math.isfinite(t_worst) else math.inf
-            self.ulps_at_worst = self.error_at_worst / ulp if ulp > 0 else 0.0
-
-    @property
-    def median_ratio(self) -> float:
-        if not self.ratios:
-            return 0.0
-        values = torch.cat(self.ratios)
-        return float(values.median()) if values.numel() else 0.0
-
-
-@dataclass
-class NodeStats:
-    """Both checks at one node, and what could not be checked."""
-
-    local: CheckStats = field(default_factory=CheckStats)
-    end_to_end: CheckStats = field(default_factory=CheckStats)
-    notes: list[str] = field(default_factory=list)
-
-    def note(self, text: str) -> None:
-        if text not in self.notes:
-            self.notes.append(text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,13 +55,14 @@ class ExactnessEntry:
         return self.local_violations > 0 or self.e2e_violations > 0
 
     @classmethod
-    def from_stats(cls, node: IRNode, stats: NodeStats) -> ExactnessEntry:
+    def from_stats(cls, node: IRNode, stats: NodeStats, local_median: float,
+                   e2e_median: float) -> ExactnessEntry:
         s = node.source
         lo, e2e = stats.local, stats.end_to_end
         return cls(node.name, node.op_type, s.fx_name, s.fx_op, s.target, s.module_path,
                    s.location, lo.max_error, lo.max_rel_error, lo.bound_at_worst, lo.ratio,
-                   lo.median_ratio, lo.ulps_at_worst, lo.violations, e2e.max_error,
-                   e2e.bound_at_worst, e2e.ratio, e2e.median_ratio, e2e.violations,
+                   local_median, lo.ulps_at_worst, lo.violations, e2e.max_error,
+                   e2e.bound_at_worst, e2e.ratio, e2e_median, e2e.violations,
                    "; ".join(stats.notes))
 
 

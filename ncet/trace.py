@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import os
 import sys
 import types
-from dataclasses import dataclass
+import weakref
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 import torch
 import torch.fx
@@ -42,6 +43,21 @@ class _LocatingTracer(torch.fx.Tracer):
         # code object -> basename of its file, or None for torch and NCET machinery;
         # per tracer, so that no code object outlives the trace
         self._user_files: dict[types.CodeType, str | None] = {}
+        self.stowed: dict[str, torch.Tensor] = {}
+
+    def create_arg(self, a):
+        """A tensor made inside forward() (e.g. `torch.ones(4)`) becomes a get_attr of a
+        name in `self.stowed`; FX itself would `setattr` it onto the user's model."""
+        if isinstance(a, torch.Tensor) and not isinstance(a, nn.Parameter) \
+                and a not in self.tensor_attrs \
+                and not any(a is b for b in self.root.buffers()):
+            i = len(self.stowed)
+            while hasattr(self.root, f"_tensor_constant{i}"):
+                i += 1
+            name = self.tensor_attrs[a] = f"_tensor_constant{i}"
+            self.stowed[name] = a
+            return self.create_node("get_attr", name, (), {})
+        return super().create_arg(a)
 
     def create_node(self, *args, **kwargs):
         node = super().create_node(*args, **kwargs)
@@ -96,19 +112,23 @@ class Traced:
         graph: The FX graph; its targets are attribute paths of `root`.
         root: The traced module: the user's model, or a wrapper around a leaf module.
         wrapped_leaf: `root` wraps the user's model (a leaf module given as the model).
+        stowed: Tensors made inside forward() that the graph reads by get_attr, by name
+            (kept here, not set on the model as FX would).
     """
 
     graph: torch.fx.Graph
     root: nn.Module
     wrapped_leaf: bool
+    stowed: Mapping[str, torch.Tensor] = field(default_factory=dict)
 
-    @functools.cached_property
-    def graph_module(self) -> torch.fx.GraphModule:
-        """A GraphModule over `graph`, built on first use: generating and compiling its
-        Python code costs about a tenth of a conversion, and the conversion walk needs
-        only the graph and `root`."""
-        model = getattr(self.root, _ROOT_ATTR) if self.wrapped_leaf else self.root
-        return torch.fx.GraphModule(self.root, self.graph, type(model).__name__)
+    def attribute(self, target: str):
+        """The value a get_attr node reads: a stowed tensor, or an attribute path of `root`."""
+        if target in self.stowed:
+            return self.stowed[target]
+        value = self.root
+        for part in target.split("."):
+            value = getattr(value, part)
+        return value
 
     def user_path(self, target: str) -> str:
         """The qualified name in the user's model of a GraphModule attribute path."""
@@ -170,7 +190,34 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
             hint="give one per-sample shape per forward() argument, "
                  "e.g. convert(model, (3, 32, 32))",
         )
-    return Traced(graph, tracer.root, wrapped)
+    return Traced(graph, tracer.root, wrapped, tracer.stowed)
+
+
+_RECORDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""GraphIR -> (weak reference to the model, its FX graph, the stowed tensors) for each
+GraphIR `convert` built in this process, so that `check_exactness(model, ir)` runs the graph
+convert traced instead of tracing the model again (tracing is about a third of a
+conversion). Neither keeps the other alive: the graph holds no reference to the model."""
+
+
+def record_trace(ir: object, model: nn.Module, traced: Traced) -> None:
+    """Remember that `ir` was converted from `model` through `traced` (a leaf module given
+    as the model is not recorded: its wrapper would keep the model alive)."""
+    if not traced.wrapped_leaf:
+        _RECORDED[ir] = (weakref.ref(model), traced.graph, traced.stowed)
+
+
+def recorded_trace(ir: object, model: nn.Module) -> Traced | None:
+    """The trace `ir` was converted through, when it came from this very `model` in this
+    process (else None).
+
+    Its modules and attributes are looked up on the live model, so changed weights show;
+    a forward() whose Python behaves differently since `convert` shows at the outputs,
+    where the eager model is compared too."""
+    recorded = _RECORDED.get(ir)
+    if recorded is not None and recorded[0]() is model:
+        return Traced(recorded[1], model, False, recorded[2])
+    return None
 
 
 def call_node(node: torch.fx.Node, env: dict, module: nn.Module | None = None):

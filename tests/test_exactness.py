@@ -311,15 +311,8 @@ class EveryFusedRule(nn.Module):
 def test_fused_bounds_equal_the_rules(dtype):
     """The fused forms (LinearBound, DotBound) compute the rules of bounds.py: never below
     them (the SAFETY margin kept) and never looser by more than float32 rounding."""
-    from ncet.bounds import (
-        BOUND_RULES,
-        SAFETY,
-        DotBound,
-        LinearBound,
-        dot_sum32,
-        round_up_to_float32,
-        rounding,
-    )
+    from ncet.bounds import BOUND_RULES, SAFETY, rounding
+    from ncet.fused_bounds import DotBound, LinearBound, dot_sum32, round_up_to_float32
     from ncet.evaluate import EVALUATORS
 
     model = EveryFusedRule().eval().to(dtype)
@@ -373,7 +366,7 @@ def test_fused_bounds_equal_the_rules(dtype):
                          ids=["nan-at-one-element", "nan-scalar"])
 def test_a_nan_bound_is_a_violation_never_a_pass(bound):
     """B9 in docs/reliability.md: a NaN bound certifies nothing, whatever the error there."""
-    from ncet.exactness_report import CheckStats
+    from ncet.exactness_stats import CheckStats
 
     stats = CheckStats()
     torch_value = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)

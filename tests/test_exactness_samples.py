@@ -14,7 +14,7 @@ from torch import nn
 
 import ncet
 from ncet.bounds import enclose
-from ncet.exactness_report import sample_indices
+from ncet.exactness_stats import sample_indices
 from ncet.examples import load_example
 
 CHUNK = 40  # 96 generated samples: chunks of 40, 40 and 16

@@ -1,4 +1,5 @@
-"""No NCET call changes the user's model: parameters, buffers, flags, hooks, RNG state."""
+"""No NCET call changes the user's model: parameters, buffers, attributes, flags, hooks, RNG
+state."""
 
 from __future__ import annotations
 
@@ -34,6 +35,7 @@ def snapshot(model: nn.Module) -> dict:
     return {
         "state": {k: (v.dtype, v.detach().clone()) for k, v in model.state_dict().items()},
         "training": [(n, m.training) for n, m in model.named_modules()],
+        "attributes": [(n, sorted(vars(m))) for n, m in model.named_modules()],
         "requires_grad": [(n, p.requires_grad) for n, p in model.named_parameters()],
         "hooks": [(n, dict(m._forward_hooks), dict(m._forward_pre_hooks))
                   for n, m in model.named_modules()],
@@ -54,7 +56,7 @@ def assert_same(before: dict, after: dict) -> None:
         dtype_after, value_after = after["state"][key]
         assert dtype == dtype_after, key
         assert torch.equal(bits(value), bits(value_after)), f"{key} changed"
-    for field in ("training", "requires_grad", "hooks", "grad_enabled"):
+    for field in ("training", "attributes", "requires_grad", "hooks", "grad_enabled"):
         assert before[field] == after[field], field
     assert torch.equal(before["rng"], after["rng"]), "the global RNG state changed"
 
@@ -67,6 +69,7 @@ def run_everything(model, shapes):
         return report
     x = [torch.randn(3, *s, generator=torch.Generator().manual_seed(1)) for s in shapes]
     ncet.evaluate(ir, *x)
+    assert ncet.check_exactness(model, ir, samples_per_scale=3).ok
     return report
 
 
@@ -89,6 +92,24 @@ def test_model_that_would_write_to_itself_is_untouched():
     assert {"batch-norm-training", "dropout-training", "inplace", "out-argument"} <= {
         r.code for r in report.errors}
     assert_same(before, snapshot(model))
+
+
+class MakesTensors(nn.Module):
+    """Tensors made inside forward(): FX would store each on the model as
+    `_tensor_constant<i>`, one more on every trace."""
+
+    def forward(self, x):
+        return x * torch.full((4,), 0.5) + torch.ones(4)
+
+
+def test_tensors_made_in_forward_are_not_stored_on_the_model():
+    model = MakesTensors()
+    before = snapshot(model)
+    for _ in range(2):
+        run_everything(model, [(4,)])
+    assert_same(before, snapshot(model))
+    assert sorted(ncet.convert(model, (4,)).constants) == ["_tensor_constant0",
+                                                          "_tensor_constant1"]
 
 
 def test_constants_are_copies():

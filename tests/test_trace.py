@@ -1,6 +1,11 @@
-"""Tracing: leaf roots, source lines, shape propagation failures, the report's rows."""
+"""Tracing: leaf roots, source lines, shape propagation failures, the report's rows, and the
+trace convert hands to check_exactness."""
 
 from __future__ import annotations
+
+import copy
+import gc
+import weakref
 
 import pytest
 import torch
@@ -124,3 +129,75 @@ def test_trace_failed_hint_follows_the_cause(model, hint):
         ncet.convert(model, (1, 4, 4))
     assert info.value.code == "trace-failed"
     assert info.value.hint.startswith(hint)
+
+
+@pytest.fixture
+def traces(monkeypatch):
+    """Count the calls of ncet.trace.trace_model (by convert and by check_exactness)."""
+    import ncet.canonicalize
+    import ncet.exactness
+    import ncet.trace
+
+    calls = []
+    real = ncet.trace.trace_model
+
+    def counting(*args, **kwargs):
+        calls.append(args[0])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ncet.trace, "trace_model", counting)
+    monkeypatch.setattr(ncet.canonicalize, "trace_model", counting)
+    monkeypatch.setattr(ncet.exactness, "trace_model", counting)
+    return calls
+
+
+def test_check_exactness_reuses_the_trace_convert_made(traces, tmp_path):
+    """convert hands its FX graph to check_exactness for the GraphIR it returned and the
+    same model object; any other pair is traced afresh."""
+    model, shapes = load_example("residual_cnn")
+    ir = ncet.convert(model, *shapes)
+    assert len(traces) == 1
+    assert ncet.check_exactness(model, ir, samples_per_scale=2).ok
+    assert len(traces) == 1  # reused
+    x = torch.randn(4, *shapes[0], generator=torch.Generator().manual_seed(0))
+    assert ncet.check_exactness(model, x).ok  # converts, then reuses that trace
+    assert len(traces) == 2
+    ncet.save(ir, tmp_path / "m.ncet")
+    assert ncet.check_exactness(model, ncet.load(tmp_path / "m.ncet"), samples_per_scale=2).ok
+    assert len(traces) == 3  # a loaded GraphIR: traced
+    twin = copy.deepcopy(model)
+    assert ncet.check_exactness(twin, ir, samples_per_scale=2).ok
+    assert traces[-1] is twin  # another model object: traced
+
+
+class Counter(nn.Module):
+    """forward() reads Python state that it changes: each trace and each call differ."""
+
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        return x * float(self.calls)
+
+
+def test_a_model_that_changed_since_convert_is_traced_again(traces):
+    model = Counter()
+    ir = ncet.convert(model, (4,))
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert len(traces) == 2  # the recorded graph disagreed with eager model(x): retraced
+    assert not report.ok and report.first_violation is not None  # found at its node
+    assert report.first_violation.op_type == "ElementwiseAffine"
+
+
+def test_a_recorded_trace_keeps_neither_model_nor_graph_alive():
+    model, shapes = load_example("mlp")
+    ir = ncet.convert(model, *shapes)
+    model_ref, ir_ref = weakref.ref(model), weakref.ref(ir)
+    del model
+    gc.collect()
+    assert model_ref() is None  # the GraphIR does not hold the model
+    del ir
+    gc.collect()
+    assert ir_ref() is None

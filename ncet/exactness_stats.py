@@ -1,0 +1,228 @@
+"""Running statistics of `check_exactness`, folded in chunk by chunk in a few tensor
+operations each, in memory that does not grow with the number of samples: per-check maxima
+(`CheckStats`), a bounded sample of ratios for the median (`RatioSample`) and the values kept
+at chosen elements (`ElementSampler`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import torch
+
+_F64 = torch.float64
+
+_SAMPLED_RATIOS = 256
+"""Ratios taken per node and chunk for the median (evenly spaced over the elements)."""
+
+
+def sample_indices(total: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """k sorted, distinct flat indices into `total` elements (all of them when total <= k):
+    the range cut into k equal strata, one index drawn uniformly in each."""
+    return choose_indices([total], k, generator)[0]
+
+
+def choose_indices(totals: list[int], k: int, generator: torch.Generator) -> list[torch.Tensor]:
+    """`sample_indices(total, k, generator)` for each total in turn, drawing the same numbers
+    from `generator`, in a few tensor operations for all of them."""
+    chosen: list[torch.Tensor | None] = [None] * len(totals)
+    large = [i for i, total in enumerate(totals) if total > k]
+    if large:
+        total = torch.tensor([totals[i] for i in large]).unsqueeze(1)
+        edges = torch.arange(k + 1) * total // k
+        width = edges[:, 1:] - edges[:, :-1]  # >= 1 since total > k
+        draw = (torch.rand((len(large), k), generator=generator, dtype=_F64) * width).long()
+        rows = edges[:, :-1] + torch.minimum(draw, width - 1)
+        for row, i in zip(rows, large):
+            chosen[i] = row
+    return [torch.arange(total) if c is None else c for c, total in zip(chosen, totals)]
+
+
+class ElementSampler:
+    """PyTorch's and the reference's values of one node at fixed flat element indices of
+    its batched value (samples x per-sample shape, row-major), gathered chunk by chunk."""
+
+    __slots__ = ("indices", "per_sample", "size", "torch", "reference")
+
+    def __init__(self, indices: torch.Tensor, per_sample: int, size: int,
+                 buffers: torch.Tensor | None = None):
+        """`size`: elements of the whole batched value; `buffers`: a (2, len(indices))
+        float64 tensor to gather into (NaN: not known), else allocated."""
+        self.indices, self.per_sample, self.size = indices, per_sample, size
+        if buffers is None:
+            buffers = torch.full((2, indices.shape[0]), math.nan, dtype=_F64)
+        self.torch, self.reference = buffers[0], buffers[1]
+
+    def take(self, start: int, count: int, torch_value: torch.Tensor | None,
+             reference: torch.Tensor | None) -> None:
+        """Copy the sampled elements of samples [start, start + count) (None: not known)."""
+        first, end = start * self.per_sample, (start + count) * self.per_sample
+        if first == 0 and end >= self.size:
+            lo, hi = 0, self.indices.shape[0]  # one chunk holds the whole batch
+        else:
+            lo, hi = torch.searchsorted(self.indices, torch.tensor([first, end])).tolist()
+        if lo == hi:
+            return
+        where = self.indices[lo:hi] - first if first else self.indices[lo:hi]
+        for buffer, value in ((self.torch, torch_value), (self.reference, reference)):
+            if isinstance(value, torch.Tensor) and value.numel() == end - first:
+                buffer[lo:hi] = torch.take(value, where)
+
+    def freeze(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        return self.indices, self.torch, self.reference
+
+
+class RatioSample:
+    """An evenly spread sample of one check's observed/bound ratios over every chunk, for
+    the median, in a buffer the size of the first chunk's sample. When it is full, every
+    other value is dropped and later chunks are thinned as much, so each chunk keeps the same
+    weight and memory does not grow with the number of chunks."""
+
+    __slots__ = ("values", "filled", "thin")
+
+    def __init__(self):
+        self.values: torch.Tensor | None = None
+        self.filled, self.thin = 0, 1
+
+    def add(self, strided: torch.Tensor) -> None:
+        """Fold in one chunk's evenly strided ratios (non-finite ones are dropped later)."""
+        values = self.values
+        if values is None:
+            if strided.shape[0] >= 2:
+                self.values, self.filled = strided.clone(), strided.shape[0]
+                return
+            values = self.values = torch.empty(2, dtype=_F64)
+        part = strided[::self.thin] if self.thin > 1 else strided
+        capacity = values.shape[0]
+        while self.filled + part.shape[0] > capacity:
+            kept = values[:self.filled:2].clone()
+            self.filled, self.thin = kept.shape[0], self.thin * 2
+            values[:self.filled] = kept
+            part = strided[::self.thin]
+        values[self.filled:self.filled + part.shape[0]] = part
+        self.filled += part.shape[0]
+
+    def kept(self) -> torch.Tensor:
+        return self.values[:self.filled] if self.values is not None \
+            else torch.empty(0, dtype=_F64)
+
+
+def median_ratios(samples: list[RatioSample]) -> list[float]:
+    """The (lower) median of the finite ratios of each sample, 0.0 for none, in a few tensor
+    operations for all of them."""
+    if not any(s.filled for s in samples):
+        return [0.0] * len(samples)
+    rows = torch.nn.utils.rnn.pad_sequence([s.kept() for s in samples], batch_first=True,
+                                           padding_value=math.nan)
+    rows = rows.masked_fill_(~torch.isfinite(rows), math.nan)
+    return torch.nanmedian(rows, dim=1).values.nan_to_num_(0.0).tolist()
+
+
+_FINFO: dict[torch.dtype, torch.finfo] = {}
+
+
+def ulp_above(value: float, dtype: torch.dtype) -> float:
+    """The spacing of `dtype` just above |value| (a value of that dtype): nextafter(|value|,
+    inf) - |value|, inf above the largest finite value or for a non-finite value."""
+    info = _FINFO.get(dtype) or _FINFO.setdefault(dtype, torch.finfo(dtype))
+    a = abs(value)
+    if not a < info.max:
+        return math.inf
+    if a < info.smallest_normal:
+        return info.smallest_normal * info.eps  # the subnormal spacing
+    return math.ldexp(info.eps, math.frexp(a)[1] - 1)
+
+
+@dataclass
+class CheckStats:
+    """Running maxima of one check (node-local or end to end) at one node."""
+
+    max_error: float = 0.0
+    max_rel_error: float = 0.0
+    ratio: float = 0.0
+    bound_at_worst: float = 0.0
+    error_at_worst: float = 0.0
+    ulps_at_worst: float = 0.0
+    violations: int = 0
+    elements: int = 0
+    ratios: RatioSample = field(default_factory=RatioSample)
+
+    def violate(self) -> None:
+        """Record a violation that has no elementwise numbers (shape mismatch, failure)."""
+        self.ratio = math.inf
+        self.violations += 1
+
+    def update(self, torch_value: torch.Tensor, expected: torch.Tensor,
+               bound: torch.Tensor | float, t_dtype: torch.dtype, relative: bool = False,
+               scratch: tuple[torch.Tensor, torch.Tensor] | None = None) -> None:
+        """Fold in one chunk: |torch_value - expected| against `bound`, elementwise.
+
+        `scratch`: two float64 tensors of the values' shape to work in (else allocated).
+        The relative error is |torch_value - expected| / |expected| (inf where expected is
+        0 and they differ). Equal infinities agree; a NaN never does; a NaN bound certifies
+        nothing (ratio inf); 0/0 is an exact element where nothing may differ (ratio 0).
+        """
+        n = expected.numel()
+        self.elements += n
+        if n == 0:
+            return
+        work, spare = scratch if scratch is not None else (None, None)
+        error = torch.sub(torch_value, expected, out=work).abs_()
+        largest = float(error.max())
+        if not math.isfinite(largest):
+            error = torch.where(torch_value == expected, 0.0, error).nan_to_num_(nan=math.inf)
+            largest = float(error.max())
+        if largest == 0.0:
+            return  # every element is exact
+        self.max_error = max(self.max_error, largest)
+        if relative:
+            rel = torch.div(error, expected, out=spare)  # 0/0 (NaN) where both are 0
+            low, high = torch.aminmax(rel)
+            if math.isnan(float(high)):
+                low, high = torch.aminmax(rel.nan_to_num_(0.0, math.inf, -math.inf))
+            self.max_rel_error = max(self.max_rel_error, -float(low), float(high))
+        flat = error.div_(bound).reshape(-1)  # observed/bound
+        worst_ratio, worst = flat.max(0)
+        worst_ratio = float(worst_ratio)
+        if math.isnan(worst_ratio):
+            void = torch.isnan(torch.as_tensor(bound, dtype=_F64).expand_as(expected))
+            flat = flat.nan_to_num_(0.0, math.inf).masked_fill_(void.reshape(-1), math.inf)
+            worst_ratio, worst = flat.max(0)
+            worst_ratio = float(worst_ratio)
+        if worst_ratio > 1:
+            self.violations += int((flat > 1).sum())
+        self.ratios.add(flat[::max(1, n // _SAMPLED_RATIOS)])
+        if worst_ratio >= self.ratio:
+            self.ratio = worst_ratio
+            self._note_worst(worst, torch_value, expected, bound, t_dtype)
+
+    def _note_worst(self, worst: torch.Tensor, torch_value, expected, bound, t_dtype) -> None:
+        """Record the bound, the error and the ulps at the worst element (a flat index)."""
+        if isinstance(bound, torch.Tensor):
+            bound = float(torch.take(bound, worst) if bound.shape == expected.shape
+                          else bound.expand_as(expected).reshape(-1)[worst])
+        self.bound_at_worst = bound
+        t_worst = float(torch.take(torch_value, worst))
+        e_worst = float(torch.take(expected, worst))
+        self.error_at_worst = 0.0 if t_worst == e_worst else abs(t_worst - e_worst)
+        if math.isnan(self.error_at_worst):
+            self.error_at_worst = math.inf
+        ulp = ulp_above(t_worst, t_dtype)
+        self.ulps_at_worst = self.error_at_worst / ulp if ulp > 0 else 0.0
+
+    @property
+    def median_ratio(self) -> float:
+        return median_ratios([self.ratios])[0]
+
+
+@dataclass
+class NodeStats:
+    """Both checks at one node, and what could not be checked."""
+
+    local: CheckStats = field(default_factory=CheckStats)
+    end_to_end: CheckStats = field(default_factory=CheckStats)
+    notes: list[str] = field(default_factory=list)
+
+    def note(self, text: str) -> None:
+        if text not in self.notes:
+            self.notes.append(text)

@@ -1,0 +1,100 @@
+"""The running statistics of check_exactness (ncet/exactness_stats.py), each against a plain
+reference computation: index choice, the bounded ratio sample and its median, the ulp."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from ncet.exactness_stats import (
+    CheckStats,
+    RatioSample,
+    choose_indices,
+    median_ratios,
+    sample_indices,
+    ulp_above,
+)
+
+
+def one_at_a_time(total: int, k: int, generator: torch.Generator) -> torch.Tensor:
+    """The stratified choice written out for one total (what choose_indices vectorises)."""
+    if total <= k:
+        return torch.arange(total)
+    edges = torch.arange(k + 1) * total // k
+    width = edges[1:] - edges[:-1]
+    draw = (torch.rand(k, generator=generator, dtype=torch.float64) * width).long()
+    return edges[:-1] + torch.minimum(draw, width - 1)
+
+
+@pytest.mark.parametrize("totals", [[], [3], [300, 2, 1000, 256, 257, 10 ** 9, 0, 5000]])
+def test_choose_indices_draws_what_one_at_a_time_would(totals):
+    fast = choose_indices(totals, 256, torch.Generator().manual_seed(7))
+    generator = torch.Generator().manual_seed(7)
+    slow = [one_at_a_time(total, 256, generator) for total in totals]
+    assert len(fast) == len(slow)
+    for a, b in zip(fast, slow):
+        assert torch.equal(a, b)
+    assert torch.equal(sample_indices(1000, 256, torch.Generator().manual_seed(7)),
+                       one_at_a_time(1000, 256, torch.Generator().manual_seed(7)))
+
+
+def test_ratio_sample_keeps_one_buffer_and_weighs_every_chunk_alike():
+    sample = RatioSample()
+    chunks = 40
+    for chunk in range(chunks):
+        sample.add(torch.full((256,), float(chunk), dtype=torch.float64))
+        assert sample.values.numel() == 256  # the first chunk's size, never more
+    counts = torch.bincount(sample.kept().long(), minlength=chunks)
+    assert counts.sum() == sample.filled and int(counts.min()) >= 1
+    assert int(counts.max()) - int(counts.min()) <= 1 + int(counts.max()) // 2
+    # every chunk weighs alike, so the median of the kept values is the middle chunk's
+    assert abs(median_ratios([sample])[0] - (chunks - 1) / 2) <= 1
+
+
+@pytest.mark.parametrize("values", [
+    [0.5, 0.25, 2.0], [3.0, math.inf, 1.0, math.nan, 2.0], [math.inf, math.nan], [],
+    [7.0]], ids=["finite", "non-finite-dropped", "none-finite", "empty", "one"])
+def test_median_ratios_is_the_median_of_the_finite_values(values):
+    samples = [RatioSample(), RatioSample()]
+    if values:
+        samples[0].add(torch.tensor(values, dtype=torch.float64))
+    finite = [v for v in values if math.isfinite(v)]
+    expected = float(torch.tensor(finite).median()) if finite else 0.0
+    assert median_ratios(samples) == [expected, 0.0]
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32,
+                                   torch.float64], ids=str)
+def test_ulp_above_is_the_spacing_nextafter_gives(dtype):
+    info = torch.finfo(dtype)
+    values = [0.0, info.smallest_normal * info.eps, info.smallest_normal / 3,
+              info.smallest_normal, 1.0, 1.5, 2.0, -2.0, 3.0e-3, info.max / 2, info.max,
+              -info.max]
+    values += torch.randn(200, generator=torch.Generator().manual_seed(0)).tolist()
+    for value in values:
+        t = torch.tensor(abs(value), dtype=dtype)
+        spacing = torch.nextafter(t, torch.tensor(math.inf, dtype=dtype)) - t
+        assert ulp_above(float(t), dtype) == float(spacing.to(torch.float64)), value
+    assert ulp_above(math.inf, dtype) == math.inf and ulp_above(math.nan, dtype) == math.inf
+
+
+def test_check_stats_against_a_written_out_comparison():
+    g = torch.Generator().manual_seed(3)
+    expected = torch.randn(6, 5, generator=g, dtype=torch.float64)
+    torch_value = expected + 1e-7 * torch.randn(6, 5, generator=g, dtype=torch.float64)
+    bound = torch.full((6, 5), 1.5e-7, dtype=torch.float64)
+    stats = CheckStats()
+    stats.update(torch_value, expected, bound, torch.float32, relative=True)
+    error = (torch_value - expected).abs()
+    ratio = error / bound
+    worst = int(ratio.reshape(-1).argmax())
+    assert stats.max_error == float(error.max())
+    assert stats.max_rel_error == float((error / expected.abs()).max())
+    assert stats.ratio == float(ratio.max())
+    assert stats.violations == int((ratio > 1).sum())
+    assert stats.bound_at_worst == 1.5e-7
+    assert stats.error_at_worst == float(error.reshape(-1)[worst])
+    assert stats.elements == 30
+    assert stats.median_ratio == float(ratio.reshape(-1).median())
