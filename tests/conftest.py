@@ -213,7 +213,11 @@ def _same(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.device.type == "meta" or b.device.type == "meta":
         return (a.device, a.shape, a.dtype) == (b.device, b.shape, b.dtype)
     if a.layout != torch.strided or b.layout != torch.strided:
-        return a.layout == b.layout and torch.equal(a.to_dense(), b.to_dense())
+        return a.layout == b.layout and _same(a.to_dense(), b.to_dense())
+    if a.dtype != b.dtype or a.shape != b.shape:
+        return False
+    if a.is_floating_point():  # bytes, so that NaN payloads and -0.0 compare as stored
+        return torch.equal(a.reshape(-1).view(torch.uint8), b.reshape(-1).view(torch.uint8))
     return torch.equal(a, b)
 
 
