@@ -37,6 +37,12 @@ from .trace import (
     trace_model,
 )
 
+SHAPE_ONLY_AFTER_SECONDS = 0.02
+"""A node whose run at the first batch size took longer gets its shape at the second batch
+size from fake tensors (about 3-15 ms per op here, whatever its size) instead of a second
+real run; below this the real kernel is cheaper. The choice changes only the walk's speed:
+the shapes are PyTorch's either way."""
+
 _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
 
 STAGES = ("trace", "shape propagation", "canonicalization", "boundary checks", "lifting")
@@ -143,6 +149,8 @@ class _Walk:
         self.ir_nodes: list[IRNode] = []
         self.placeholder_index = 0
         self._module_copies: dict[int, nn.Module] = {}
+        self._fake_mode = None
+        self._release = _last_uses(traced.graph)
         self._handlers = {op: getattr(self, f"_{op}") for op in (
             "placeholder", "get_attr", "call_module", "call_function", "call_method", "output")}
         clock.lap("shape propagation")
@@ -150,6 +158,9 @@ class _Walk:
     # --- one node -------------------------------------------------------------------
     def step(self, node: torch.fx.Node) -> Row:
         row = self._handlers[node.op](node)
+        for used in self._release.get(node, ()):  # values after their last use
+            for env in self.envs:
+                env.pop(used, None)
         self.clock.lap("canonicalization")
         return row
 
@@ -334,8 +345,13 @@ class _Walk:
             module = copies[id(module)]
         results = []
         try:  # the model's own warnings are silenced for the whole walk (see canonicalize)
+            started = time.perf_counter()
             for env in self.envs:
-                result = call_node(node, env, module)
+                result = None
+                if results and time.perf_counter() - started > SHAPE_ONLY_AFTER_SECONDS:
+                    result = self._shape_only(node, env, module)
+                if result is None:
+                    result = call_node(node, env, module)
                 env[node] = result
                 results.append(result)
         except Exception as exc:  # any failure of the user's code on the example inputs
@@ -367,6 +383,25 @@ class _Walk:
         self.values[node] = Value(kind, True, shapes[0][1:], first.dtype)
         return None
 
+    def _shape_only(self, node: torch.fx.Node, env: dict, module: nn.Module | None):
+        """The node's output at this batch size from fake tensors: its shape and dtype,
+        without the arithmetic, as zeros (values at the second batch size feed only shapes
+        downstream). None when that fails or the output is not one tensor: then it runs."""
+        try:
+            if self._fake_mode is None:
+                from torch._subclasses.fake_tensor import FakeTensorMode
+                self._fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
+            mode = self._fake_mode
+            inputs = {n: mode.from_tensor(env[n]) if isinstance(env[n], torch.Tensor)
+                      else env[n] for n in node.all_input_nodes}
+            with mode:
+                out = call_node(node, inputs, module)
+        except Exception:  # an op without a fake kernel, or anything else: run it for real
+            return None
+        if not isinstance(out, torch.Tensor) or not all(isinstance(d, int) for d in out.shape):
+            return None
+        return torch.zeros(out.shape, dtype=out.dtype)
+
     # --- results --------------------------------------------------------------------
     def _error(self, node: torch.fx.Node, display: str, reason: Rejection) -> ConversionError:
         return make_error(reason.code, reason.reason, node=node.name, fx_op=node.op,
@@ -391,6 +426,18 @@ class _Walk:
                 if kind.startswith("const") and name is not None and name not in used:
                     used[name] = self.lifter.tensor(name)
         return GraphIR(tuple(self.ir_nodes), used)
+
+
+def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """Node -> the nodes whose values are used for the last time by it."""
+    last: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in graph.nodes:
+        for used in node.all_input_nodes:
+            last[used] = node
+    release: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for used, node in last.items():
+        release.setdefault(node, []).append(used)
+    return release
 
 
 def _follows_batch(shapes: list[tuple[int, ...] | None]) -> bool:
