@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import copy
 import functools
 import gc
 import time
@@ -19,6 +18,7 @@ from .context import Mapped, MissingShape, NodeContext, Value, bind
 from .errors import ConversionError, Rejection, TraceError, UnsupportedOperatorError, make_error
 from .ir import OP_SCHEMAS, GraphIR, IRNode, Source
 from .report import ConversionReport, Row
+from .shape_propagation import ShapePropagation, follows_batch
 from .spellings import (
     FUNCTION_SPELLINGS,
     INPLACE_FUNCTIONS,
@@ -28,20 +28,7 @@ from .spellings import (
     REJECTED_FUNCTIONS,
     UNSUPPORTED_HINTS,
 )
-from .trace import (
-    BATCH_SIZES,
-    Traced,
-    call_node,
-    make_example_inputs,
-    record_trace,
-    trace_model,
-)
-
-SHAPE_ONLY_AFTER_SECONDS = 0.02
-"""A node whose run at the first batch size took longer gets its shape at the second batch
-size from fake tensors (about 3-15 ms per op here, whatever its size) instead of a second
-real run; below this the real kernel is cheaper. The choice changes only the walk's speed:
-the shapes are PyTorch's either way."""
+from .trace import BATCH_SIZES, Traced, record_trace, trace_model
 
 _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
 
@@ -141,16 +128,11 @@ class _Walk:
         self.root = traced.root
         self.dtype = dtype
         self.input_shapes = [tuple(int(d) for d in s) for s in input_shapes]
-        self.examples = [make_example_inputs(self.input_shapes, dtype, b, seed=b)
-                         for b in BATCH_SIZES]
-        self.envs: list[dict[torch.fx.Node, Any]] = [{} for _ in BATCH_SIZES]
+        self.shapes = ShapePropagation(traced.graph, self.input_shapes, dtype)
         self.values: dict[torch.fx.Node, Value] = {}
         self.lifter = ConstantLifter()
         self.ir_nodes: list[IRNode] = []
         self.placeholder_index = 0
-        self._module_copies: dict[int, nn.Module] = {}
-        self._fake_mode = None
-        self._release = _last_uses(traced.graph)
         self._handlers = {op: getattr(self, f"_{op}") for op in (
             "placeholder", "get_attr", "call_module", "call_function", "call_method", "output")}
         clock.lap("shape propagation")
@@ -158,9 +140,7 @@ class _Walk:
     # --- one node -------------------------------------------------------------------
     def step(self, node: torch.fx.Node) -> Row:
         row = self._handlers[node.op](node)
-        for used in self._release.get(node, ()):  # values after their last use
-            for env in self.envs:
-                env.pop(used, None)
+        self.shapes.release(node)
         self.clock.lap("canonicalization")
         return row
 
@@ -174,8 +154,7 @@ class _Walk:
         index = self.placeholder_index
         self.placeholder_index += 1
         shape = self.input_shapes[index]
-        for env, example in zip(self.envs, self.examples):
-            env[node] = example[index]
+        self.shapes.set_input(node, index)
         self.clock.lap("shape propagation")
         self.values[node] = Value("graph", True, shape, self.dtype)
         self.ir_nodes.append(IRNode(node.name, "Input", (), {"index": index}, shape,
@@ -192,8 +171,7 @@ class _Walk:
             self.values[node] = Value("const", True, tuple(value.shape), value.dtype)
         else:
             self.values[node] = Value("const", False)
-        for env in self.envs:
-            env[node] = value
+        self.shapes.set_constant(node, value)
         return self._row(node, "lifted", spelling=path, module_path=path,
                          shape=self.values[node].shape)
 
@@ -338,26 +316,10 @@ class _Walk:
         if failed:
             self.values[node] = Value(kind, True, failed=True)
             return None
-        if module is not None and (module.training or not trusted):
-            copies = self._module_copies
-            if id(module) not in copies:
-                copies[id(module)] = copy.deepcopy(module)
-            module = copies[id(module)]
-        results = []
         try:  # the model's own warnings are silenced for the whole walk (see canonicalize)
-            started = time.perf_counter()
-            for env in self.envs:
-                result = None
-                if results and time.perf_counter() - started > SHAPE_ONLY_AFTER_SECONDS:
-                    result = self._shape_only(node, env, module)
-                if result is None:
-                    result = call_node(node, env, module)
-                env[node] = result
-                results.append(result)
+            results = self.shapes.run(node, module, trusted)
         except Exception as exc:  # any failure of the user's code on the example inputs
             self.values[node] = Value(kind, True, failed=True)
-            for env in self.envs:
-                env.pop(node, None)
             return Rejection("shape-propagation",
                              f"running the traced graph on example inputs failed here: "
                              f"{type(exc).__name__}: {_first_line(exc)}",
@@ -371,7 +333,7 @@ class _Walk:
             self.values[node] = Value(kind, True, tuple(first.shape), first.dtype)
             return None
         shapes = [tuple(r.shape) if isinstance(r, torch.Tensor) else None for r in results]
-        if not _follows_batch(shapes):
+        if not follows_batch(shapes):
             self.values[node] = Value(kind, True, None, first.dtype, failed=True)
             return Rejection("batch-not-preserved",
                              f"the output shape {list(shapes[0])} at batch size {BATCH_SIZES[0]} "
@@ -382,25 +344,6 @@ class _Walk:
                                   "x.flatten(1) instead of x.view(-1)")
         self.values[node] = Value(kind, True, shapes[0][1:], first.dtype)
         return None
-
-    def _shape_only(self, node: torch.fx.Node, env: dict, module: nn.Module | None):
-        """The node's output at this batch size from fake tensors: its shape and dtype,
-        without the arithmetic, as zeros (values at the second batch size feed only shapes
-        downstream). None when that fails or the output is not one tensor: then it runs."""
-        try:
-            if self._fake_mode is None:
-                from torch._subclasses.fake_tensor import FakeTensorMode
-                self._fake_mode = FakeTensorMode(allow_non_fake_inputs=True)
-            mode = self._fake_mode
-            inputs = {n: mode.from_tensor(env[n]) if isinstance(env[n], torch.Tensor)
-                      else env[n] for n in node.all_input_nodes}
-            with mode:
-                out = call_node(node, inputs, module)
-        except Exception:  # an op without a fake kernel, or anything else: run it for real
-            return None
-        if not isinstance(out, torch.Tensor) or not all(isinstance(d, int) for d in out.shape):
-            return None
-        return torch.zeros(out.shape, dtype=out.dtype)
 
     # --- results --------------------------------------------------------------------
     def _error(self, node: torch.fx.Node, display: str, reason: Rejection) -> ConversionError:
@@ -426,29 +369,6 @@ class _Walk:
                 if kind.startswith("const") and name is not None and name not in used:
                     used[name] = self.lifter.tensor(name)
         return GraphIR(tuple(self.ir_nodes), used)
-
-
-def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
-    """Node -> the nodes whose values are used for the last time by it."""
-    last: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in graph.nodes:
-        for used in node.all_input_nodes:
-            last[used] = node
-    release: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    for used, node in last.items():
-        release.setdefault(node, []).append(used)
-    return release
-
-
-def _follows_batch(shapes: list[tuple[int, ...] | None]) -> bool:
-    """True when each shape leads with its batch size and all share one per-sample shape."""
-    first = shapes[0]
-    if first is None or not first:
-        return False
-    for shape, batch in zip(shapes, BATCH_SIZES):
-        if shape is None or not shape or shape[0] != batch or shape[1:] != first[1:]:
-            return False
-    return True
 
 
 @functools.lru_cache(maxsize=1024)

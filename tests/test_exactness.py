@@ -312,8 +312,8 @@ def test_fused_bounds_equal_the_rules(dtype):
     """The fused forms (LinearBound, DotBound) compute the rules of bounds.py: never below
     them (the SAFETY margin kept) and never looser by more than float32 rounding."""
     from ncet.bounds import BOUND_RULES, SAFETY, rounding
-    from ncet.fused_bounds import DotBound, LinearBound, dot_sum32, round_up_to_float32
     from ncet.evaluate import EVALUATORS
+    from ncet.fused_bounds import DotBound, LinearBound, dot_sum32, round_up_to_float32
 
     model = EveryFusedRule().eval().to(dtype)
     ir = ncet.convert(model, (2, 4, 4), dtype=dtype)
