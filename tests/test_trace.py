@@ -14,6 +14,7 @@ from torch import nn
 
 import ncet
 from ncet.examples import load_example
+from tests.test_tracing_hazards import CallCounter
 
 
 def test_leaf_module_as_root_is_one_call():
@@ -170,20 +171,8 @@ def test_check_exactness_reuses_the_trace_convert_made(traces, tmp_path):
     assert traces[-1] is twin  # another model object: traced
 
 
-class Counter(nn.Module):
-    """forward() reads Python state that it changes: each trace and each call differ."""
-
-    def __init__(self):
-        super().__init__()
-        self.calls = 0
-
-    def forward(self, x):
-        self.calls += 1
-        return x * float(self.calls)
-
-
 def test_a_model_that_changed_since_convert_is_traced_again(traces):
-    model = Counter()
+    model = CallCounter()  # forward() changes the Python state it reads
     ir = ncet.convert(model, (4,))
     report = ncet.check_exactness(model, ir, samples_per_scale=2)
     assert len(traces) == 2  # the recorded graph disagreed with eager model(x): retraced
