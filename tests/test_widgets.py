@@ -333,6 +333,140 @@ def test_exactness_panel_drives_the_scatter_and_states_the_arithmetic(lenet_exac
     assert " at 0x" not in html and "<svg" in html
 
 
+def widened(report, count: int):
+    """`report` with `count` entries: its own, renamed n0, n1, ... and given varied ratios
+    (a deterministic permutation), so that graph order and worst-first order differ."""
+    import dataclasses
+
+    base = report.entries
+    entries = tuple(dataclasses.replace(base[i % len(base)], name=f"n{i}",
+                                        local_ratio=((i * 7919) % count) / count,
+                                        e2e_ratio=((i * 104729) % count) / count / 2)
+                    for i in range(count))
+    return dataclasses.replace(report, entries=entries)
+
+
+def test_exactness_panel_pages_the_table_in_graph_and_worst_order(lenet_exactness):
+    report = widened(lenet_exactness, 1234)
+    panel = widgets.ExactnessPanel(report, page_size=50)
+    names = [e.name for e in report.entries]
+    assert panel.pages == 25 and panel.page.max == 25
+    assert Rows(panel.table.value).nodes == names[:50]
+    assert "showing 1–50 of 1234 nodes (1234 nodes)" in panel.count.value
+    panel.next.click()
+    panel.next.click()
+    assert Rows(panel.table.value).nodes == names[100:150]
+    panel.prev.click()
+    assert Rows(panel.table.value).nodes == names[50:100]
+    panel.page.value = 25
+    assert Rows(panel.table.value).nodes == names[1200:]
+    assert panel.next.disabled and "showing 1201–1234" in panel.count.value
+    # Worst ratio first (no violations here): by max(local, e2e ratio), largest first.
+    worst = sorted(report.entries, key=lambda e: -max(e.local_ratio, e.e2e_ratio))
+    panel.order.value = "worst"
+    assert panel.page.value == 1
+    assert Rows(panel.table.value).nodes == [e.name for e in worst[:50]]
+    panel.page.value = 2
+    assert Rows(panel.table.value).nodes == [e.name for e in worst[50:100]]
+    assert [e.name for e in panel.entries()] == [e.name for e in worst]
+    # The cells are the entries' numbers.
+    first = Rows(panel.table.value).rows[0]
+    assert first[1][:2] == [worst[50].name, worst[50].op_type]
+    assert first[1][4] == f"{worst[50].local_ratio:.3g}"
+
+
+def test_exactness_figure_draws_many_nodes_and_bounds_near_overflow(lenet_exactness):
+    import dataclasses
+
+    from ncet.widgets import static
+
+    report = widened(lenet_exactness, 1000)
+    huge = tuple(dataclasses.replace(e, e2e_bound=1.5e308 if i % 2 else float("inf"))
+                 for i, e in enumerate(report.entries))  # deep models' end-to-end bounds
+    report = dataclasses.replace(report, entries=huge)
+    figure = widgets.exactness_figure(report)
+    axis = figure.axes[0]
+    (bars,) = labelled(axis, "node-local certified bound")  # one collection, not patches
+    assert len(bars.get_paths()) == sum(e.local_bound > 0 for e in report.entries)
+    assert len(axis.patches) == 1  # the band where zeros are drawn, no bar patches
+    (local,) = labelled(axis, "node-local observed")
+    assert len(local.get_offsets()) == 1000
+    assert static.figure_html(figure, "e", 1000).startswith("<img")  # renders (PNG)
+
+
+def test_exactness_panel_stays_bounded_on_a_large_report(lenet_exactness):
+    report = widened(lenet_exactness, 3000)
+    panel = widgets.ExactnessPanel(report)
+    assert len(Rows(panel.table.value).rows) == 50
+    assert len(panel.table.value) < 50 * 400  # one page of rows, not 3,000
+    assert len(panel.node.options) == 50
+    assert list(panel.node.options) == [e.name for e in sorted(
+        report.entries, key=lambda e: -max(e.local_ratio, e.e2e_ratio))[:50]]
+    # The static form keeps the MAX_STATIC_ROWS worst rows, in graph order, and says so.
+    from ncet.widgets import static
+
+    html = static.static_nodes_html(report)
+    kept = {e.name for e in sorted(report.entries,
+                                   key=lambda e: -max(e.local_ratio, e.e2e_ratio))[:500]}
+    assert Rows(html).nodes == [e.name for e in report.entries if e.name in kept]
+    assert "2500 rows are left out" in html
+    small = static.static_nodes_html(lenet_exactness)
+    assert Rows(small).nodes == [e.name for e in lenet_exactness.entries]
+    assert "left out" not in small
+
+
+def test_exactness_panel_violations_filter_shows_exactly_the_violated_nodes():
+    import dataclasses
+
+    from ncet.ir import GraphIR
+
+    model, shapes = load_example("mlp")
+    ir = ncet.convert(model, *shapes)
+    nodes = tuple(dataclasses.replace(n, attrs={**n.attrs, "bias": None})
+                  if n.name == "layers_2" else n for n in ir.nodes)  # a seeded converter bug
+    report = ncet.check_exactness(model, GraphIR(nodes, dict(ir.constants)),
+                                  samples_per_scale=2)
+    violated = [e.name for e in report.entries if e.violated]
+    assert report.first_violation.name == "layers_2" and "layers_2" in violated
+    assert len(violated) < len(report.entries)
+    panel = widgets.ExactnessPanel(report, page_size=2)
+    assert panel.shown == "layers_2" and "layers_2 (Linear)" in panel.scatter.value
+    panel.violations.value = True
+    assert [e.name for e in panel.entries()] == violated
+    assert Rows(panel.table.value).nodes == violated[:2]
+    assert all(cells[-1] == "VIOLATED" for _, cells in Rows(panel.table.value).rows)
+    assert f"of {len(violated)} violated ({len(report.entries)} nodes)" in panel.count.value
+    panel.violations.value = False
+    assert [e.name for e in panel.entries()] == [e.name for e in report.entries]
+
+
+def test_exactness_panel_chooser_accepts_any_node_and_refuses_unknown_names(lenet_exactness):
+    from ncet.widgets import static
+
+    report = lenet_exactness
+    panel = widgets.ExactnessPanel(report, choices=3)
+    worst = sorted(report.entries, key=lambda e: (not e.violated,
+                                                  -max(e.local_ratio, e.e2e_ratio)))
+    assert list(panel.node.options) == [e.name for e in worst[:3]]
+    name = next(e.name for e in report.entries[::-1]
+                if e.name not in panel.node.options and e.op_type in ("Linear", "Conv2d"))
+    entry = next(e for e in report.entries if e.name == name)
+    panel.node.value = name  # typed: not among the options offered
+    assert panel.shown == name and panel.message.value == ""
+    assert f"{name} ({entry.op_type})" in panel.scatter.value
+    assert panel.scatter.value == static.figure_html(
+        widgets.scatter_figure(report, name), "ncet-scatter")
+    drawn = panel.scatter.value
+    panel.node.value = "no_such_node"
+    assert "no_such_node" in panel.message.value and panel.node.value == name
+    assert panel.shown == name and panel.scatter.value == drawn
+    with pytest.raises(KeyError):
+        panel.select("no_such_node")
+    panel.select("conv1")
+    assert panel.node.value == "conv1" and "conv1 (Conv2d)" in panel.scatter.value
+    assert panel.message.value == ""
+
+
 def escape_text(text: str) -> str:
     import html
 

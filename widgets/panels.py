@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import ipywidgets as W
 
 import ncet
 
 from .figures import exactness_figure, output_error_figure, scatter_figure
-from .frames import boundary_frame, boundary_html
+from .frames import boundary_frame, boundary_html, escape
 from .graph import graph_figure, page_bounds
 from .static import (
     arithmetic_html,
@@ -18,6 +20,7 @@ from .static import (
     nodes_html,
     outputs_html,
     verdict_html,
+    worst_first,
 )
 
 ALL = "all"
@@ -56,50 +59,196 @@ class BoundaryPanel(W.VBox):
 class ExactnessPanel(W.VBox):
     """check_exactness's result: the verdict, per-node error against the certified bound on
     a log axis, the output error histogram, a node chooser driving the torch-vs-reference
-    scatter, the arithmetic model, and the per-node table.
+    scatter, the arithmetic model, and the per-node table, paged.
+
+    Only one page of the table is rendered, and the chooser offers at most `choices` node
+    names (the worst), so a 20,000-node report stays responsive; any checked node's name
+    may be typed into it.
 
     Attributes:
         report: The ExactnessReport shown.
-        verdict, plot, histogram, scatter, arithmetic, table: HTML widgets.
-        node: Dropdown of the IR nodes checked, driving `scatter`.
+        verdict, plot, histogram, scatter, arithmetic: HTML widgets.
+        node: Combobox driving `scatter`: offers every node up to `choices` nodes, else the
+            `choices` worst (violations first, then largest ratio); accepts any checked
+            node's name. An unknown name is refused: `message` says so and the value goes
+            back to the node shown.
+        message: HTML: why a typed node name was refused (empty otherwise).
+        violations: Checkbox: show only the violated nodes in the table.
+        order: Dropdown: "graph" (topological) order or "worst" ratio first.
+        page: BoundedIntText: the table's page, from 1; `prev` and `next` step it.
+        count: HTML: "showing a–b of n (N nodes)".
+        table: HTML: the current page of `<table class="ncet-exactness-nodes">`.
+
+    Example:
+        >>> panel = ExactnessPanel(ncet.check_exactness(model, ir))
+        >>> panel.violations.value = True
+        >>> panel.page_entries()  # the ExactnessEntry records shown
     """
 
-    def __init__(self, report: ncet.ExactnessReport):
+    def __init__(self, report: ncet.ExactnessReport, page_size: int = 50, choices: int = 50):
+        if page_size < 1 or choices < 1:
+            raise ValueError(f"page_size and choices must be positive, got {page_size}, "
+                             f"{choices}")
         self.report = report
-        names = [e.name for e in report.entries]
+        self.page_size = page_size
+        entries = report.entries
+        self._index = {e.name: i for i, e in enumerate(entries)}
+        self._worst = worst_first(entries)
+        self._violated = [i for i, e in enumerate(entries) if e.violated]
+        self._matches: list[int] = list(range(len(entries)))
+        self._holding = False
+        self._shown = default_node(report)
+
         self.verdict = W.HTML(verdict_html(report))
-        self.plot = W.HTML(figure_html(exactness_figure(report), "ncet-errors", len(names)))
+        self.plot = W.HTML(figure_html(exactness_figure(report), "ncet-errors", len(entries)))
         self.histogram = W.HTML(figure_html(output_error_figure(report), "ncet-outputs")
                                 + outputs_html(report))
-        self.node = W.Dropdown(options=names, value=default_node(report),
-                               description="node")
+        offered = [e.name for e in entries] if len(entries) <= choices else \
+            [entries[i].name for i in self._worst[:choices]]
+        self.node = W.Combobox(options=offered, value=self._shown or "", description="node",
+                               placeholder="any node name", ensure_option=False,
+                               continuous_update=False)
+        self.message = W.HTML()
         self.scatter = W.HTML()
         self.arithmetic = W.HTML(arithmetic_html(report))
-        self.table = W.HTML(nodes_html(report))
+        self.violations = W.Checkbox(value=False, description="violations only",
+                                     indent=False, layout=W.Layout(width="140px"))
+        self.order = W.Dropdown(options=[("graph order", "graph"), ("worst ratio first",
+                                                                    "worst")],
+                                value="graph", description="order")
+        self.page = W.BoundedIntText(value=1, min=1, max=1, description="page",
+                                     layout=W.Layout(width="160px"))
+        self.prev = W.Button(description="◀ prev", layout=W.Layout(width="80px"))
+        self.next = W.Button(description="next ▶", layout=W.Layout(width="80px"))
+        self.count = W.HTML()
+        self.table = W.HTML()
         for widget, cls in ((self.verdict, "ncet-verdict"), (self.plot, "ncet-error-plot"),
                             (self.histogram, "ncet-histogram"), (self.node, "ncet-node"),
-                            (self.scatter, "ncet-scatter"), (self.table, "ncet-nodes")):
+                            (self.message, "ncet-node-message"),
+                            (self.scatter, "ncet-scatter"), (self.table, "ncet-nodes"),
+                            (self.violations, "ncet-filter-violations"),
+                            (self.order, "ncet-nodes-order"), (self.page, "ncet-nodes-page"),
+                            (self.prev, "ncet-nodes-prev"), (self.next, "ncet-nodes-next"),
+                            (self.count, "ncet-nodes-count")):
             widget.add_class(cls)
         self.node.observe(self._on_node, names="value")
+        self.violations.observe(self._on_filter, names="value")
+        self.order.observe(self._on_filter, names="value")
+        self.page.observe(self._on_page, names="value")
+        self.prev.on_click(lambda _: self._step(-1))
+        self.next.on_click(lambda _: self._step(1))
         self._draw_scatter()
-        details = W.Accordion(children=[self.table], titles=("Per-node table",))
-        super().__init__([self.verdict, self.plot, self.histogram, self.node, self.scatter,
-                          self.arithmetic, details])
+        self._filter()
+        pager = W.HBox([self.violations, self.order, self.prev, self.page, self.next,
+                        self.count])
+        details = W.Accordion(children=[W.VBox([pager, self.table])],
+                              titles=("Per-node table",))
+        super().__init__([self.verdict, self.plot, self.histogram,
+                          W.HBox([self.node, self.message]), self.scatter, self.arithmetic,
+                          details])
         self.add_class("ncet-exactness-panel")
 
-    def _on_node(self, _change) -> None:
+    # -- public -------------------------------------------------------------------------
+
+    @property
+    def pages(self) -> int:
+        """How many pages the table's rows fill (at least 1)."""
+        return max(1, -(-len(self._matches) // self.page_size))
+
+    @property
+    def shown(self) -> str | None:
+        """The node whose scatter is drawn (None when the report has no nodes)."""
+        return self._shown
+
+    def entries(self) -> list:
+        """The ExactnessEntry records the table lists, in its order, over every page."""
+        return [self.report.entries[i] for i in self._matches]
+
+    def page_entries(self) -> list:
+        """The ExactnessEntry records of the current page."""
+        start = (self.page.value - 1) * self.page_size
+        return [self.report.entries[i] for i in self._matches[start:start + self.page_size]]
+
+    def select(self, name: str) -> None:
+        """Draw one node's scatter.
+
+        Raises:
+            KeyError: The report checked no node of that name.
+        """
+        if name not in self._index:
+            raise KeyError(f"the exactness report has no node {name!r}")
+        self.node.value = name
+
+    def to_html(self) -> str:
+        """The static form, with the scatter of the node shown now."""
+        return exactness_html(self.report, self._shown)
+
+    # -- internals ----------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _hold(self):
+        """Change controls without their observers re-rendering."""
+        holding, self._holding = self._holding, True
+        try:
+            yield
+        finally:
+            self._holding = holding
+
+    def _on_node(self, change) -> None:
+        if self._holding:
+            return
+        name = change["new"].strip()
+        if name not in self._index:
+            self.message.value = (f'<span style="color:#b91c1c">No checked node is named '
+                                  f"<code>{escape(name)}</code>; showing "
+                                  f"<code>{escape(self._shown or '')}</code>.</span>")
+            with self._hold():
+                self.node.value = self._shown or ""
+            return
+        self.message.value = ""
+        self._shown = name
         self._draw_scatter()
 
     def _draw_scatter(self) -> None:
-        if self.node.value is None:
+        if self._shown is None:
             self.scatter.value = "<p>No IR nodes were checked.</p>"
             return
-        self.scatter.value = figure_html(scatter_figure(self.report, self.node.value),
+        self.scatter.value = figure_html(scatter_figure(self.report, self._shown),
                                          "ncet-scatter")
 
-    def to_html(self) -> str:
-        """The static form, with the scatter of the node chosen now."""
-        return exactness_html(self.report, self.node.value)
+    def _filter(self) -> None:
+        order = self._worst if self.order.value == "worst" else range(len(self._index))
+        if self.violations.value:
+            bad = set(self._violated)
+            order = [i for i in order if i in bad]
+        self._matches = list(order)
+        with self._hold():
+            self.page.max = self.pages
+            self.page.value = 1
+        self._render()
+
+    def _on_filter(self, _change) -> None:
+        if not self._holding:
+            self._filter()
+
+    def _on_page(self, _change) -> None:
+        if not self._holding:
+            self._render()
+
+    def _step(self, delta: int) -> None:
+        self.page.value = min(max(1, self.page.value + delta), self.pages)
+
+    def _render(self) -> None:
+        n, total = len(self._matches), len(self._index)
+        start = (self.page.value - 1) * self.page_size
+        shown = self.page_entries()
+        first, last = (start + 1, start + len(shown)) if shown else (0, 0)
+        which = "violated" if self.violations.value else "nodes"
+        self.count.value = (f"showing {first}–{last} of {n} {which} ({total} nodes)"
+                            f" &middot; page {self.page.value} of {self.pages}")
+        self.table.value = nodes_html(self.report, shown)
+        self.prev.disabled = self.page.value <= 1
+        self.next.disabled = self.page.value >= self.pages
 
 
 class GraphView(W.VBox):

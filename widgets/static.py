@@ -71,33 +71,76 @@ def outputs_html(report: ncet.ExactnessReport) -> str:
             f"</thead><tbody>{body}</tbody></table>")
 
 
-def nodes_html(report: ncet.ExactnessReport) -> str:
-    """One row per IR node: errors, bounds, ratios, violations marked."""
-    body = "".join(
-        f'<tr data-node="{escape(e.name)}"'
-        f'{" class=problem" if e.violated else ""}><td><code>{escape(e.name)}</code></td>'
-        f"<td>{escape(e.op_type)}</td><td>{e.local_max_error:.3g}</td>"
-        f"<td>{e.local_bound:.3g}</td><td>{e.local_ratio:.3g}</td>"
-        f"<td>{e.e2e_max_error:.3g}</td><td>{e.e2e_bound:.3g}</td><td>{e.e2e_ratio:.3g}</td>"
-        f"<td>{'VIOLATED' if e.violated else ''}</td></tr>" for e in report.entries)
-    head = "".join(f"<th>{h}</th>" for h in (
-        "node", "op_type", "local error", "local bound", "ratio", "e2e error", "e2e bound",
-        "ratio", ""))
+MAX_STATIC_ROWS = 500
+"""The static form's per-node table holds at most this many rows (the worst ones): beyond,
+the HTML would grow by hundreds of characters per node."""
+
+NODE_HEADERS = ("node", "op_type", "local error", "local bound", "ratio", "e2e error",
+                "e2e bound", "ratio", "")
+
+
+def worst_ratio(entry) -> float:
+    """The larger of a node's node-local and end-to-end observed/bound ratios (NaN, as when
+    error and bound are both zero, counts as the smallest)."""
+    ratios = [r for r in (entry.local_ratio, entry.e2e_ratio) if not math.isnan(r)]
+    return max(ratios, default=-math.inf)
+
+
+def worst_first(entries) -> list[int]:
+    """Positions of `entries` ordered violations first, then by worst ratio, largest first;
+    ties keep graph order."""
+    return sorted(range(len(entries)),
+                  key=lambda i: (not entries[i].violated, -worst_ratio(entries[i]), i))
+
+
+def node_row_html(entry) -> str:
+    """One `<tr data-node=...>` of the per-node table (class "problem" when violated)."""
+    e = entry
+    return (f'<tr data-node="{escape(e.name)}"'
+            f'{" class=problem" if e.violated else ""}><td><code>{escape(e.name)}</code></td>'
+            f"<td>{escape(e.op_type)}</td><td>{e.local_max_error:.3g}</td>"
+            f"<td>{e.local_bound:.3g}</td><td>{e.local_ratio:.3g}</td>"
+            f"<td>{e.e2e_max_error:.3g}</td><td>{e.e2e_bound:.3g}</td><td>{e.e2e_ratio:.3g}</td>"
+            f"<td>{'VIOLATED' if e.violated else ''}</td></tr>")
+
+
+def nodes_html(report: ncet.ExactnessReport, entries=None) -> str:
+    """The per-node table: errors, bounds, ratios, violations marked; one row per entry of
+    `entries` in the order given (default: every IR node of the report, in graph order)."""
+    rows = report.entries if entries is None else entries
+    body = "".join(node_row_html(e) for e in rows)
+    head = "".join(f"<th>{h}</th>" for h in NODE_HEADERS)
     return (f'<table class="ncet-exactness-nodes"><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table>")
+
+
+def static_nodes_html(report: ncet.ExactnessReport, limit: int = MAX_STATIC_ROWS) -> str:
+    """The per-node table of the static form: every node up to `limit` nodes; beyond, the
+    `limit` worst (violations first, then largest ratio) in graph order, and a note saying
+    how many rows were left out."""
+    entries = report.entries
+    if len(entries) <= limit:
+        return nodes_html(report)
+    kept = sorted(worst_first(entries)[:limit])
+    note = (f'<p class="ncet-nodes-note">The table shows the {limit} nodes with the largest '
+            f"observed/bound ratio (violations first) of {len(entries)}, in graph order; "
+            f"{len(entries) - limit} rows are left out (the ExactnessPanel pages through "
+            "all of them).</p>")
+    return note + nodes_html(report, [entries[i] for i in kept])
 
 
 def exactness_html(report: ncet.ExactnessReport, node: str | None = None) -> str:
     """The exactness panel as static HTML: verdict, per-node plot, output error histogram,
     torch-vs-reference scatter for `node` (default: the first violation or the tightest
-    node), the arithmetic model, and the per-node and per-output tables."""
+    node), the arithmetic model, the per-output table and the per-node table (capped at
+    `MAX_STATIC_ROWS` rows, the worst ones, with a note of how many were left out)."""
     node = node or default_node(report)
     parts = ['<div class="ncet-static ncet-exactness">', verdict_html(report),
              figure_html(exactness_figure(report), "ncet-errors", len(report.entries)),
              figure_html(output_error_figure(report), "ncet-outputs"), outputs_html(report)]
     if node is not None:
         parts.append(figure_html(scatter_figure(report, node), "ncet-scatter"))
-    parts += [arithmetic_html(report), nodes_html(report), "</div>"]
+    parts += [arithmetic_html(report), static_nodes_html(report), "</div>"]
     return "".join(parts)
 
 
