@@ -177,6 +177,7 @@ class ExactnessPanel(W.VBox):
         """
         if name not in self._index:
             raise KeyError(f"the exactness report has no node {name!r}")
+        self.message.value = ""
         self.node.value = name
 
     def to_html(self) -> str:
