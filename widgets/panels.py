@@ -105,6 +105,8 @@ class ExactnessPanel(W.VBox):
                                 + outputs_html(report))
         offered = [e.name for e in entries] if len(entries) <= choices else \
             [entries[i].name for i in self._worst[:choices]]
+        if self._shown is not None and self._shown not in offered:  # offer the node drawn
+            offered = [self._shown, *offered[:choices - 1]]
         self.node = W.Combobox(options=offered, value=self._shown or "", description="node",
                                placeholder="any node name", ensure_option=False,
                                continuous_update=False)
