@@ -8,6 +8,7 @@ import sys
 from html.parser import HTMLParser
 
 import pytest
+from torch import nn
 
 import ncet
 from ncet.examples import load_example
@@ -571,6 +572,21 @@ def test_workbench_is_lazy_and_run_exactness_fills_the_panel(monkeypatch):
     html = bench.to_html()
     assert Rows(html).nodes[:len(bench.report.rows)] == [r.fx_name for r in bench.report.rows]
     assert report.summary().splitlines()[0] in html.replace("&#x27;", "'")
+
+
+def test_workbench_mapping_choice_drives_any_checked_node():
+    """Beyond 50 nodes the chooser offers only the worst ones; the mapping table still
+    drives the scatter to any checked node, and a node without an entry changes nothing."""
+    model = nn.Sequential(*[m for _ in range(40) for m in (nn.Linear(3, 3), nn.ReLU())]).eval()
+    bench = widgets.Workbench(model, (3,))
+    report = bench.run_exactness(samples_per_scale=2)
+    assert len(report.entries) == 80 and len(bench.exactness.node.options) <= 51
+    offered = set(bench.exactness.node.options)
+    other = next(e.name for e in report.entries if e.name not in offered)
+    bench.mapping.select(other)
+    assert bench.exactness.shown == other and bench.exactness.node.value == other
+    bench.mapping.select("input_1")  # an Input node has no exactness entry
+    assert bench.exactness.shown == other
 
 
 def test_workbench_on_a_rejected_model():

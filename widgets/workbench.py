@@ -3,6 +3,8 @@ one tabbed widget, computing lazily."""
 
 from __future__ import annotations
 
+import contextlib
+
 import ipywidgets as W
 import torch
 from torch import nn
@@ -130,9 +132,11 @@ class Workbench(W.Tab):
         return self._graph
 
     def _on_mapping_node(self, change) -> None:
-        """A node chosen in the mapping table is also shown in the exactness scatter."""
-        if self.exactness is not None and change["new"] in self.exactness.node.options:
-            self.exactness.node.value = change["new"]
+        """A node chosen in the mapping table is also shown in the exactness scatter (any
+        checked node, not only those the chooser offers)."""
+        if self.exactness is not None and change["new"] is not None:
+            with contextlib.suppress(KeyError):  # a node the check has no entry for
+                self.exactness.select(change["new"])
 
     def _on_tab(self, change) -> None:
         if change["new"] == GRAPH_TAB:
