@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 import time
 from pathlib import Path
@@ -26,21 +25,12 @@ import ncet
 from ncet import widgets
 
 if __package__:
+    from .mapping_table import median_time
     from .scale import build
-else:  # run as a script: put the repository root on sys.path for `benchmarks.scale`
+else:  # run as a script: put the repository root on sys.path for `benchmarks.*`
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+    from benchmarks.mapping_table import median_time
     from benchmarks.scale import build
-
-
-def median_time(fn, repeats: int) -> float:
-    """Median wall time of `fn()` over `repeats` runs, after one warm-up run."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def held_html(panel) -> int:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import ipywidgets as W
 import numpy as np
 import pandas as pd
@@ -18,6 +16,7 @@ from .frames import (
     mapping_table_html,
     node_detail_html,
 )
+from .paging import Paged
 
 ALL = "all"
 """The filter option that keeps every row."""
@@ -28,7 +27,7 @@ NO_OP_TYPE = "-"
 _STATUS_ORDER = ("mapped", "lifted", "unsupported", "boundary", "skipped")
 
 
-class MappingTable(W.VBox):
+class MappingTable(Paged, W.VBox):
     """Every FX node -> op_type with spelling, module, shape, constants and status.
 
     The rows are computed once into a DataFrame; filters and search are vectorised over
@@ -118,19 +117,13 @@ class MappingTable(W.VBox):
 
     # -- public -------------------------------------------------------------------------
 
-    @property
-    def pages(self) -> int:
-        """How many pages the filtered rows fill (at least 1)."""
-        return max(1, -(-len(self._matches) // self.page_size))
-
     def rows(self) -> pd.DataFrame:
         """The rows that pass the current filters and search, in graph order."""
         return self._frame.iloc[self._matches]
 
     def page_rows(self) -> pd.DataFrame:
         """The rows of the current page."""
-        start = (self.page.value - 1) * self.page_size
-        return self._frame.iloc[self._matches[start:start + self.page_size]]
+        return self._frame.iloc[self._matches[self._page_slice()]]
 
     def select(self, fx_name: str) -> None:
         """Show one FX node: turn to its page (clearing the filters if they hide it) and
@@ -149,25 +142,13 @@ class MappingTable(W.VBox):
             self._filter()
             where = position
         self._selected = fx_name
-        with self._hold():
-            self.page.max = self.pages
-            self.page.value = int(where) // self.page_size + 1
-        self._render()
+        self._turn_to(int(where) // self.page_size + 1)
 
     def to_html(self) -> str:
         """The static form: the summary and every row, deterministic (for nbval)."""
         return mapping_html(self.report)
 
     # -- internals ----------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _hold(self):
-        """Change controls without their observers re-rendering."""
-        holding, self._holding = self._holding, True
-        try:
-            yield
-        finally:
-            self._holding = holding
 
     def _filter(self) -> None:
         mask = np.ones(len(self._frame), dtype=bool)
@@ -183,20 +164,9 @@ class MappingTable(W.VBox):
         self._matches = np.flatnonzero(mask)
 
     def _on_filter(self, _change) -> None:
-        if self._holding:
-            return
-        self._filter()
-        with self._hold():
-            self.page.max = self.pages
-            self.page.value = 1
-        self._render()
-
-    def _on_page(self, _change) -> None:
         if not self._holding:
-            self._render()
-
-    def _step(self, delta: int) -> None:
-        self.page.value = min(max(1, self.page.value + delta), self.pages)
+            self._filter()
+            self._turn_to(1)
 
     def _on_node(self, change) -> None:
         if self._holding or change["new"] is None:
@@ -206,8 +176,8 @@ class MappingTable(W.VBox):
 
     def _render(self) -> None:
         n, total = len(self._matches), len(self._frame)
-        start = (self.page.value - 1) * self.page_size
-        shown = self._frame.iloc[self._matches[start:start + self.page_size]]
+        start = self._page_slice().start
+        shown = self.page_rows()
         first, last = (start + 1, start + len(shown)) if len(shown) else (0, 0)
         self.count.value = (f"showing {first}–{last} of {n} matching ({total} nodes)"
                             f" &middot; page {self.page.value} of {self.pages}")

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import ipywidgets as W
 
 import ncet
@@ -11,6 +9,7 @@ import ncet
 from .figures import exactness_figure, output_error_figure, scatter_figure
 from .frames import boundary_frame, boundary_html, escape
 from .graph import graph_figure, page_bounds
+from .paging import Paged
 from .static import (
     arithmetic_html,
     default_node,
@@ -56,7 +55,7 @@ class BoundaryPanel(W.VBox):
         return boundary_html(self.report)
 
 
-class ExactnessPanel(W.VBox):
+class ExactnessPanel(Paged, W.VBox):
     """check_exactness's result: the verdict, per-node error against the certified bound on
     a log axis, the output error histogram, a node chooser driving the torch-vs-reference
     scatter, the arithmetic model, and the per-node table, paged.
@@ -153,11 +152,6 @@ class ExactnessPanel(W.VBox):
     # -- public -------------------------------------------------------------------------
 
     @property
-    def pages(self) -> int:
-        """How many pages the table's rows fill (at least 1)."""
-        return max(1, -(-len(self._matches) // self.page_size))
-
-    @property
     def shown(self) -> str | None:
         """The node whose scatter is drawn (None when the report has no nodes)."""
         return self._shown
@@ -168,8 +162,7 @@ class ExactnessPanel(W.VBox):
 
     def page_entries(self) -> list:
         """The ExactnessEntry records of the current page."""
-        start = (self.page.value - 1) * self.page_size
-        return [self.report.entries[i] for i in self._matches[start:start + self.page_size]]
+        return [self.report.entries[i] for i in self._matches[self._page_slice()]]
 
     def select(self, name: str) -> None:
         """Draw one node's scatter.
@@ -187,15 +180,6 @@ class ExactnessPanel(W.VBox):
         return exactness_html(self.report, self._shown)
 
     # -- internals ----------------------------------------------------------------------
-
-    @contextlib.contextmanager
-    def _hold(self):
-        """Change controls without their observers re-rendering."""
-        holding, self._holding = self._holding, True
-        try:
-            yield
-        finally:
-            self._holding = holding
 
     def _on_node(self, change) -> None:
         if self._holding:
@@ -225,25 +209,15 @@ class ExactnessPanel(W.VBox):
             bad = set(self._violated)
             order = [i for i in order if i in bad]
         self._matches = list(order)
-        with self._hold():
-            self.page.max = self.pages
-            self.page.value = 1
-        self._render()
+        self._turn_to(1)
 
     def _on_filter(self, _change) -> None:
         if not self._holding:
             self._filter()
 
-    def _on_page(self, _change) -> None:
-        if not self._holding:
-            self._render()
-
-    def _step(self, delta: int) -> None:
-        self.page.value = min(max(1, self.page.value + delta), self.pages)
-
     def _render(self) -> None:
         n, total = len(self._matches), len(self._index)
-        start = (self.page.value - 1) * self.page_size
+        start = self._page_slice().start
         shown = self.page_entries()
         first, last = (start + 1, start + len(shown)) if shown else (0, 0)
         which = "violated" if self.violations.value else "nodes"
