@@ -79,19 +79,13 @@ class MappingTable(Paged, W.VBox):
         self.status = W.Dropdown(options=[ALL, *statuses], value=ALL, description="status")
         self.search = W.Text(value="", placeholder="search name, spelling, module, source",
                              description="search")
-        self.page = W.BoundedIntText(value=1, min=1, max=1, description="page",
-                                     layout=W.Layout(width="160px"))
-        self.prev = W.Button(description="◀ prev", layout=W.Layout(width="80px"))
-        self.next = W.Button(description="next ▶", layout=W.Layout(width="80px"))
-        self.count = W.HTML()
+        self._add_pager("ncet-")
         self.table = W.HTML()
         self.node = W.Dropdown(options=[], value=None, description="node")
         self.detail = W.HTML(value="<p>Choose a node to see its attributes and constants.</p>")
 
         for widget, cls in ((self.op_type, "ncet-filter-op-type"),
                             (self.status, "ncet-filter-status"), (self.search, "ncet-search"),
-                            (self.page, "ncet-page"), (self.prev, "ncet-prev"),
-                            (self.next, "ncet-next"), (self.count, "ncet-count"),
                             (self.table, "ncet-table"), (self.node, "ncet-node"),
                             (self.detail, "ncet-detail")):
             widget.add_class(cls)
@@ -99,10 +93,7 @@ class MappingTable(Paged, W.VBox):
         self.op_type.observe(self._on_filter, names="value")
         self.status.observe(self._on_filter, names="value")
         self.search.observe(self._on_filter, names="value")
-        self.page.observe(self._on_page, names="value")
         self.node.observe(self._on_node, names="value")
-        self.prev.on_click(lambda _: self._step(-1))
-        self.next.on_click(lambda _: self._step(1))
 
         summary = W.HTML(f"<p>{escape(report.summary())}</p>")
         filters = W.HBox([self.op_type, self.status, self.search])

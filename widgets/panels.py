@@ -117,27 +117,18 @@ class ExactnessPanel(Paged, W.VBox):
         self.order = W.Dropdown(options=[("graph order", "graph"), ("worst ratio first",
                                                                     "worst")],
                                 value="graph", description="order")
-        self.page = W.BoundedIntText(value=1, min=1, max=1, description="page",
-                                     layout=W.Layout(width="160px"))
-        self.prev = W.Button(description="◀ prev", layout=W.Layout(width="80px"))
-        self.next = W.Button(description="next ▶", layout=W.Layout(width="80px"))
-        self.count = W.HTML()
+        self._add_pager("ncet-nodes-")
         self.table = W.HTML()
         for widget, cls in ((self.verdict, "ncet-verdict"), (self.plot, "ncet-error-plot"),
                             (self.histogram, "ncet-histogram"), (self.node, "ncet-node"),
                             (self.message, "ncet-node-message"),
                             (self.scatter, "ncet-scatter"), (self.table, "ncet-nodes"),
                             (self.violations, "ncet-filter-violations"),
-                            (self.order, "ncet-nodes-order"), (self.page, "ncet-nodes-page"),
-                            (self.prev, "ncet-nodes-prev"), (self.next, "ncet-nodes-next"),
-                            (self.count, "ncet-nodes-count")):
+                            (self.order, "ncet-nodes-order")):
             widget.add_class(cls)
         self.node.observe(self._on_node, names="value")
         self.violations.observe(self._on_filter, names="value")
         self.order.observe(self._on_filter, names="value")
-        self.page.observe(self._on_page, names="value")
-        self.prev.on_click(lambda _: self._step(-1))
-        self.next.on_click(lambda _: self._step(1))
         self._draw_scatter()
         self._filter()
         pager = W.HBox([self.violations, self.order, self.prev, self.page, self.next,
