@@ -30,7 +30,7 @@ from .fused_bounds import (
     round_up_to_float32,
 )
 from .ir import GraphIR, IRNode
-from .trace import Traced, call_node
+from .trace import Traced, call_node, last_uses
 
 _F64 = torch.float64
 
@@ -94,7 +94,7 @@ class Checker:
         self.stats = {name: NodeStats() for name in self.ir_nodes}
         self.outputs = [NodeStats() for _ in ir.outputs]
         self.traced_differs = False
-        self.last_use = self._last_uses()
+        self.release = last_uses(traced.graph)
         self.samplers: dict[str, ElementSampler] = {}
         self.output_samplers: dict[str, ElementSampler] = {}
         self.dot_bounds: dict[str, DotBound] = {}
@@ -116,16 +116,6 @@ class Checker:
                 [total * size for size in sizes], OUTPUT_ERROR_SAMPLE_SIZE, generator)):
             self.output_samplers[name] = ElementSampler(indices, size, total * size)
 
-    def _last_uses(self) -> dict[int, list[str]]:
-        last: dict[str, int] = {}
-        for i, node in enumerate(self.nodes):
-            for used in node.all_input_nodes:
-                last[used.name] = i
-        release: dict[int, list[str]] = {}
-        for name, i in last.items():
-            release.setdefault(i, []).append(name)
-        return release
-
     # --- one chunk ------------------------------------------------------------------
     def run(self, chunk: list[torch.Tensor], start: int = 0) -> None:
         fx_env: dict[torch.fx.Node, torch.Tensor] = {}
@@ -134,7 +124,7 @@ class Checker:
         radius: dict[str, torch.Tensor | None] = {}
         placeholder, count = 0, chunk[0].shape[0]
         with torch.no_grad():
-            for i, node in enumerate(self.nodes):
+            for node in self.nodes:
                 if node.op == "placeholder":
                     x = chunk[placeholder]
                     placeholder += 1
@@ -155,11 +145,11 @@ class Checker:
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, fx_env[node],
                                                       ref.get(node.name))
-                for name in self.last_use.get(i, ()):
-                    ref.pop(name, None)
-                    radius.pop(name, None)
-                    self.as_f64.pop(name, None)
-                    fx_env.pop(self.fx_by_name[name], None)
+                for used in self.release.get(node, ()):  # values after their last use
+                    ref.pop(used.name, None)
+                    radius.pop(used.name, None)
+                    self.as_f64.pop(used.name, None)
+                    fx_env.pop(used, None)
 
     def _check_node(self, node: IRNode, fx_env, ref, radius) -> None:
         torch_value = fx_env[self.fx_by_name[node.name]]

@@ -11,7 +11,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from .trace import BATCH_SIZES, call_node, make_example_inputs
+from .trace import BATCH_SIZES, call_node, last_uses, make_example_inputs
 
 SHAPE_ONLY_AFTER_SECONDS = 0.02
 """A node whose run at the first batch size took longer gets its shape at the second batch
@@ -32,7 +32,7 @@ class ShapePropagation:
         self.examples = [make_example_inputs(input_shapes, dtype, b, seed=b)
                          for b in BATCH_SIZES]
         self.envs: list[dict[torch.fx.Node, Any]] = [{} for _ in BATCH_SIZES]
-        self._release = _last_uses(graph)
+        self._release = last_uses(graph)
         self._module_copies: dict[int, nn.Module] = {}
         self._fake_mode = None
 
@@ -107,15 +107,3 @@ def follows_batch(shapes: list[tuple[int, ...] | None]) -> bool:
         if shape is None or not shape or shape[0] != batch or shape[1:] != first[1:]:
             return False
     return True
-
-
-def _last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
-    """Node -> the nodes whose values are used for the last time by it."""
-    last: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in graph.nodes:
-        for used in node.all_input_nodes:
-            last[used] = node
-    release: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    for used, node in last.items():
-        release.setdefault(node, []).append(used)
-    return release

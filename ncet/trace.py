@@ -232,6 +232,19 @@ def call_node(node: torch.fx.Node, env: dict, module: nn.Module | None = None):
     return node.target(*args, **kwargs)
 
 
+def last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
+    """Node -> the nodes whose values are used for the last time by it (so a walk can free
+    each value after its last use, and memory follows the graph's width, not its depth)."""
+    last: dict[torch.fx.Node, torch.fx.Node] = {}
+    for node in graph.nodes:
+        for used in node.all_input_nodes:
+            last[used] = node
+    release: dict[torch.fx.Node, list[torch.fx.Node]] = {}
+    for used, node in last.items():
+        release.setdefault(node, []).append(used)
+    return release
+
+
 def make_example_inputs(shapes, dtype: torch.dtype, batch: int, seed: int) -> list[torch.Tensor]:
     """Seeded batched example inputs, drawn without touching the global RNG."""
     generator = torch.Generator().manual_seed(seed)
