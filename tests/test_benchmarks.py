@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import ncet
-from benchmarks import memory, scale
+from benchmarks import eager_floor, memory, scale
 from ncet.canonicalize import STAGES, canonicalize
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -63,12 +63,40 @@ def test_memory_child_imports_as_a_package():
     assert mib == 1.5
 
 
-@pytest.mark.parametrize("script", ["scale.py", "exactness.py"])
+@pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py"])
 def test_runs_as_a_script(script):
     # benchmarks/ itself, not the repository root, is on sys.path: the memory import must work
     out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", script), "--help"],
                          capture_output=True, text=True, cwd="/", check=True)
     assert "usage:" in out.stdout
+
+
+# (nodes, width, samples): a shallow MLP, and one deep enough that the end-to-end radii leave
+# float32 and the check takes the float64 carry
+_MINIMAL_CASES = [(21, 16, 32), (101, 32, 40), (301, 64, 16)]
+
+
+@pytest.mark.parametrize("nodes,width,samples", _MINIMAL_CASES)
+def test_minimal_check_computes_what_check_exactness_reports(nodes, width, samples):
+    # the lower bound in eager_floor.py is only a bound if it does the check's arithmetic:
+    # its largest ratios equal the report's, node by node, bit for bit
+    model, shape = scale.build("mlp", nodes, mlp_width=width)
+    ir = ncet.convert(model, shape)
+    x = scale.inputs(shape, samples)
+    got = eager_floor.minimal_check(model, eager_floor.prepare(model, ir), x)
+    report = ncet.check_exactness(model, ir, x)
+    assert got == {e.name: (e.local_ratio, e.e2e_ratio) for e in report.entries}
+    if nodes > 200:
+        assert max(e.e2e_bound for e in report.entries) > torch.finfo(torch.float32).max
+
+
+def test_eager_floor_script_writes_its_rows(tmp_path):
+    out = tmp_path / "floor.json"
+    assert eager_floor.main(["--nodes", "21", "--widths", "8", "--samples", "4,8",
+                             "--repeats", "1", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["width"], r["samples"]) for r in rows] == [(8, 4), (8, 8)]
+    assert all(r["minimal_over_floor"] > 0 and r["check_over_minimal"] > 0 for r in rows)
 
 
 def test_stages_add_up_to_the_conversion():

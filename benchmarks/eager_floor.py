@@ -1,0 +1,167 @@
+"""How fast can an exactness check of a deep MLP be when it runs PyTorch's kernels one by one?
+
+`minimal_check` is check_exactness's arithmetic on benchmarks/scale.py's MLP written out by
+hand, as straight-line code with no bookkeeping: per Linear, PyTorch's layer, the float32
+magnitude sum and its bound, the float64 layer node-locally and end to end, the carried
+radius, and the error/bound ratios; per ReLU, the same comparisons of an exact op; then the
+eager forward that check_exactness compares the outputs with. No worst-element record, no
+relative error, no samples, no ratio medians, no graph walk. It returns the largest ratios,
+which tests/test_benchmarks.py holds equal to check_exactness's report, so the loop computes
+what the check computes.
+
+The script times it against the floor of benchmarks/scale.py (one float32 forward + one
+float64 evaluate) and against check_exactness, interleaved, medians of CPU time:
+
+    python benchmarks/eager_floor.py [--widths 64,256] [--samples 256,2560] [--nodes 300]
+
+If this loop is already above 4 x the floor, no rearrangement of eager PyTorch calls brings
+check_exactness under it: the remaining cost is the arithmetic itself, and only fused
+kernels (one pass over each value for several of these operations) would remove it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+import ncet
+from ncet.arithmetic import read_arithmetic_model
+from ncet.bounds import SAFETY
+from ncet.fused_bounds import DotBound, round_up_to_float32
+
+if __package__:  # imported as benchmarks.eager_floor (the tests)
+    from .scale import build, inputs
+else:  # run as a script: benchmarks/ itself is on sys.path
+    from scale import build, inputs
+
+_F64 = torch.float64
+
+
+def prepare(model: torch.nn.Module, ir: ncet.GraphIR) -> list[tuple]:
+    """Per layer of the MLP: the module, its IR node and, for a Linear, its constants in the
+    forms the check uses (float64, |.| in float32 and float64) and its DotBound."""
+    arithmetic = read_arithmetic_model()
+    nodes = [n for n in ir.nodes if n.op_type not in ("Input", "Output")]
+    steps = []
+    for layer, node in zip(model.layers, nodes, strict=True):
+        if node.op_type == "Linear":
+            w, b = ir.constants[node.attrs["weight"]], ir.constants[node.attrs["bias"]]
+            steps.append((layer, node, (w.to(_F64), b.to(_F64)), (w.abs(), b.abs()),
+                          w.to(_F64).abs(), DotBound.of(node, ir.constants, torch.float32,
+                                                        arithmetic)))
+        else:
+            steps.append((layer, node, None, None, None, None))
+    return steps
+
+
+def _largest(error: torch.Tensor, bound: torch.Tensor | None) -> float:
+    """The largest observed/bound ratio: 0/0 counts 0, an error against no bound inf."""
+    if bound is None:
+        return 0.0 if float(error.max()) == 0.0 else float("inf")
+    return float(error.div_(bound).nan_to_num_(0.0, float("inf")).max())
+
+
+def minimal_check(model: torch.nn.Module, steps: list[tuple],
+                  x: torch.Tensor) -> dict[str, tuple[float, float]]:
+    """check_exactness's arithmetic on the MLP, as straight-line code: the largest node-local
+    and end-to-end ratio of every node, by name."""
+    ratios = {}
+    with torch.no_grad():
+        h, t_in = x, x.to(_F64)
+        ref, radius = t_in, None  # the inputs are exact
+        for layer, node, w64, w32abs, w64abs, dot in steps:
+            y = layer(h)  # PyTorch's value
+            t = y.to(_F64)
+            if dot is None:  # ReLU: exact, the radius passes through
+                local = _largest(torch.sub(t, torch.relu(t_in)).abs_(), None)
+                value, total = torch.relu(ref), radius
+            else:
+                magnitude = F.linear(h.abs(), *w32abs)
+                float(magnitude.max())  # the check's overflow test
+                bound = dot.local(magnitude)
+                local = _largest(torch.sub(t, F.linear(t_in, *w64)).abs_(), bound)
+                value = F.linear(ref, *w64)
+                if radius is None:
+                    total = bound.clone()
+                else:
+                    carried = F.linear(round_up_to_float32(radius), w32abs[0])
+                    if torch.isfinite(carried.max()):
+                        total = dot.total(bound, carried)
+                    else:  # beyond float32: the float64 rule
+                        total = torch.add(bound, F.linear(radius, w64abs), alpha=SAFETY)
+            end_to_end = _largest(torch.sub(t, value).abs_(),
+                                  None if total is None else total.expand_as(t))
+            ratios[node.name] = (local, end_to_end)
+            h, t_in, ref, radius = y, t, value, total
+        model(x)  # the eager forward the outputs are compared with
+    return ratios
+
+
+def _interleaved(fns: dict, repeats: int) -> dict[str, float]:
+    """Median CPU seconds of each function, run in turn `repeats` times after a warm-up."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            start = time.process_time()
+            fn()
+            times[name].append(time.process_time() - start)
+    return {name: statistics.median(ts) for name, ts in times.items()}
+
+
+def measure(nodes: int, width: int, samples: int, repeats: int) -> dict:
+    model, shape = build("mlp", nodes, mlp_width=width)
+    ir = ncet.convert(model, shape)
+    x = inputs(shape, samples)
+    steps = prepare(model, ir)
+
+    def floor():
+        with torch.no_grad():
+            model(x)
+        ncet.evaluate(ir, x)
+
+    t = _interleaved({"floor": floor, "minimal": lambda: minimal_check(model, steps, x),
+                      "check": lambda: ncet.check_exactness(model, ir, x)}, repeats)
+    return {"nodes": len(ir.nodes), "width": width, "samples": samples,
+            "floor_s": t["floor"], "minimal_s": t["minimal"], "check_s": t["check"],
+            "minimal_over_floor": t["minimal"] / t["floor"],
+            "check_over_floor": t["check"] / t["floor"],
+            "check_over_minimal": t["check"] / t["minimal"]}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=300)
+    parser.add_argument("--widths", default="64,256")
+    parser.add_argument("--samples", default="256,2560")
+    parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", help="write the rows to this file")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    rows = []
+    print(f"{'nodes':>6} {'width':>6} {'samples':>8} {'floor ms':>9} {'minimal/floor':>14} "
+          f"{'check/floor':>12} {'check/minimal':>14}")
+    for width in map(int, args.widths.split(",")):
+        for samples in map(int, args.samples.split(",")):
+            r = measure(args.nodes, width, samples, args.repeats)
+            rows.append(r)
+            print(f"{r['nodes']:>6} {width:>6} {samples:>8} {r['floor_s'] * 1e3:>9.1f} "
+                  f"{r['minimal_over_floor']:>14.2f} {r['check_over_floor']:>12.2f} "
+                  f"{r['check_over_minimal']:>14.2f}", flush=True)
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"torch": torch.__version__, "threads": args.threads, "rows": rows}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
