@@ -95,7 +95,7 @@ def _conv_carry(node, es, ac):
 
 
 def dot_roundings(node, shapes, consts):
-    n = consts[node.attrs["weight"]][0].numel()  # in_features, or (C/groups)*kh*kw
+    n = math.prod(consts[node.attrs["weight"]].shape[1:])  # in_features, or (C/groups)*kh*kw
     return n + 2  # n products summed in any order, plus the bias, plus FMA slack
 
 

@@ -71,6 +71,19 @@ class _Scratch:
         return self.get("work", shape), self.get("spare", shape)
 
 
+class _Absolute(dict):
+    """|c| of each float64 constant, computed when a bound rule first asks for it (the
+    float32 route of Linear/Conv2d never needs its weight's)."""
+
+    def __init__(self, consts: dict[str, torch.Tensor]):
+        super().__init__()
+        self.consts = consts
+
+    def __missing__(self, name: str) -> torch.Tensor:
+        value = self[name] = self.consts[name].abs()
+        return value
+
+
 class Checker:
     """Walks the traced graph chunk by chunk, freeing every value after its last use."""
 
@@ -80,10 +93,12 @@ class Checker:
         self.ir, self.arithmetic = ir, arithmetic
         self.local, self.end_to_end = local, end_to_end
         self.consts = {k: v.to(_F64) for k, v in ir.constants.items()}
-        self.abs_consts = {k: v.abs() for k, v in self.consts.items()}
+        self.abs_consts = _Absolute(self.consts)
         self.abs_consts32 = {k: v.abs() for k, v in ir.constants.items()
                              if v.dtype == torch.float32}
         self.nodes = list(traced.graph.nodes)
+        self.modules = {n: self.root.get_submodule(n.target) for n in self.nodes
+                        if n.op == "call_module"}
         self.fx_by_name = {n.name: n for n in self.nodes}
         self.ir_nodes = {n.name: n for n in ir.nodes if n.op_type not in ("Input", "Output")}
         missing = [n.name for n in self.nodes if n.op.startswith("call_")
@@ -138,9 +153,7 @@ class Checker:
                 elif node.op == "output":
                     self._check_outputs(chunk, fx_env, ref, radius, start)
                 else:
-                    module = self.root.get_submodule(node.target) \
-                        if node.op == "call_module" else None
-                    fx_env[node] = call_node(node, fx_env, module)
+                    fx_env[node] = call_node(node, fx_env, self.modules.get(node))
                     self._check_node(self.ir_nodes[node.name], fx_env, ref, radius)
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, fx_env[node],

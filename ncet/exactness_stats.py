@@ -57,16 +57,21 @@ class ElementSampler:
              reference: torch.Tensor | None) -> None:
         """Copy the sampled elements of samples [start, start + count) (None: not known)."""
         first, end = start * self.per_sample, (start + count) * self.per_sample
-        if first == 0 and end >= self.size:
-            lo, hi = 0, self.indices.shape[0]  # one chunk holds the whole batch
+        whole = first == 0 and end >= self.size  # one chunk holds the whole batch
+        if whole:
+            lo, hi = 0, self.indices.shape[0]
         else:
             lo, hi = torch.searchsorted(self.indices, torch.tensor([first, end])).tolist()
         if lo == hi:
             return
-        where = self.indices[lo:hi] - first if first else self.indices[lo:hi]
+        where = self.indices if whole else self.indices[lo:hi] - first
         for buffer, value in ((self.torch, torch_value), (self.reference, reference)):
             if isinstance(value, torch.Tensor) and value.numel() == end - first:
-                buffer[lo:hi] = torch.take(value, where)
+                target = buffer if whole else buffer[lo:hi]
+                if value.dtype == _F64:
+                    torch.take(value, where, out=target)
+                else:
+                    target.copy_(torch.take(value, where))
 
     def freeze(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         return self.indices, self.torch, self.reference

@@ -54,17 +54,17 @@ def dot_sum32(node: IRNode, abs_inputs32: Tensors, abs_consts32: Consts,
 class DotBound:
     """A Linear/Conv2d node's bounds from float32 sums v = fl32(S) and c = fl32(C): with n
     terms, |fl32(S) - S| <= gamma_n S + n eta, so S <= F (v + n eta), F = 1 / (1 - gamma_n).
-    Then, with SAFETY folded into the coefficients (shape-(1,) float64 tensors, so the float32
-    sums are promoted exactly),
+    Then, with SAFETY folded into the coefficients (applied in float64: the float32 sums are
+    converted first, exactly),
 
       local = SAFETY [(g_t + g_r) S + k (eta_t + eta_r)]  = scale v + offset
       total = local + SAFETY (1 + g_r) C                   = local + carry_scale c + carry_offset
     """
 
-    scale: torch.Tensor
-    offset: torch.Tensor
-    carry_scale: torch.Tensor
-    carry_offset: torch.Tensor
+    scale: float
+    offset: float
+    carry_scale: float
+    carry_offset: float
 
     @classmethod
     def of(cls, node: IRNode, consts: Consts, dtype: torch.dtype,
@@ -76,9 +76,7 @@ class DotBound:
         g_t, g_r = arithmetic.gamma(dtype, node.op_type, k), arithmetic.gamma(_F64, node.op_type, k)
         eta = SMALLEST_NORMAL[dtype] + SMALLEST_NORMAL[_F64]
         scale, carry_scale = SAFETY * (g_t + g_r) * factor, SAFETY * (1 + g_r) * factor
-        values = torch.tensor([scale, scale * n_eta + SAFETY * k * eta, carry_scale,
-                               carry_scale * n_eta], dtype=_F64)
-        return cls(*values.split(1))
+        return cls(scale, scale * n_eta + SAFETY * k * eta, carry_scale, carry_scale * n_eta)
 
     def local(self, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
         """The node-local bound from the float32 magnitude sum v (into `out`, float64)."""
@@ -87,7 +85,20 @@ class DotBound:
 
     def total(self, local: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
         """The end-to-end radius from the local bound and the float32 carried sum c."""
-        return torch.add(local, c, alpha=float(self.carry_scale)).add_(self.carry_offset)
+        return torch.add(local, c, alpha=self.carry_scale).add_(self.carry_offset)
+
+
+def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
+    """The shape the given shapes broadcast to, None if they do not (torch.broadcast_shapes
+    without its symbolic-shape machinery, which costs more than the addcmul it guards)."""
+    result = [1] * max(len(s) for s in shapes)
+    for shape in shapes:
+        for i, d in enumerate(shape, len(result) - len(shape)):
+            if d != 1:
+                if result[i] not in (1, d):
+                    return None
+                result[i] = d
+    return tuple(result)
 
 
 def _coefficient(value) -> torch.Tensor:
@@ -128,12 +139,12 @@ class LinearBound:
     def local(self, abs_inputs: Tensors, out: torch.Tensor | None = None) -> torch.Tensor:
         """The node-local bound from the inputs' absolute values (float64), into `out`
         (a float64 tensor of the node's batched shape) when given."""
-        if out is not None and out.shape != torch.broadcast_shapes(
-                self.p0.shape, abs_inputs[0].shape, self.p[0].shape):
+        if out is not None and out.shape != _broadcast(self.p0.shape, abs_inputs[0].shape,
+                                                       self.p[0].shape):
             out = None
         out = torch.addcmul(self.p0, abs_inputs[0], self.p[0], out=out)
         for x, p in zip(abs_inputs[1:], self.p[1:]):
-            out = out.addcmul_(x, p) if out.shape == torch.broadcast_shapes(out.shape, x.shape) \
+            out = out.addcmul_(x, p) if out.shape == _broadcast(out.shape, x.shape, p.shape) \
                 else torch.addcmul(out, x, p)
         return out
 

@@ -4,6 +4,7 @@ chunking, and the declared arithmetic model."""
 from __future__ import annotations
 
 import copy
+import itertools
 import math
 
 import pytest
@@ -305,6 +306,21 @@ class EveryFusedRule(nn.Module):
         y = torch.add(y, self.k, alpha=-2.0) + torch.add(self.k, y, alpha=0.3)
         y = 2.5 - y * self.k
         return self.fc(y[:, :, :4, :4].flatten(1))
+
+
+def test_fused_broadcast_agrees_with_torch():
+    # LinearBound.local's shape check: every pair and a sample of triples of shapes of rank
+    # 0-3 with sizes 1-3, against torch.broadcast_shapes (None where torch refuses)
+    from ncet.fused_bounds import _broadcast
+    shapes = [s for rank in range(4) for s in itertools.product((1, 2, 3), repeat=rank)]
+    cases = [(a, b) for a in shapes for b in shapes] + \
+        [(a, b, c) for a, b, c in itertools.product(shapes[::3], shapes[1::4], shapes[2::5])]
+    for case in cases:
+        try:
+            want = tuple(torch.broadcast_shapes(*case))
+        except RuntimeError:
+            want = None
+        assert _broadcast(*case) == want, case
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
