@@ -148,7 +148,8 @@ class _Walk:
              error: ConversionError | None = None, message="", shape=None) -> Row:
         return Row(node.name, node.op, spelling, module_path, module_type, op_type, status,
                    error.code if error else None, str(error) if error else message,
-                   error.hint if error else "", shape, _location(node), error)
+                   error.hint if error else "", shape, _location(node), error,
+                   _source_text(node))
 
     def _placeholder(self, node: torch.fx.Node) -> Row:
         index = self.placeholder_index
@@ -348,8 +349,8 @@ class _Walk:
     # --- results --------------------------------------------------------------------
     def _error(self, node: torch.fx.Node, display: str, reason: Rejection) -> ConversionError:
         return make_error(reason.code, reason.reason, node=node.name, fx_op=node.op,
-                          spelling=display, hint=reason.hint,
-                          location=_location(node))
+                          spelling=display, hint=reason.hint, location=_location(node),
+                          source_text=_source_text(node))
 
     def _ir_node(self, node, mapped: Mapped, display, module_path, module_type) -> IRNode:
         value = self.values[node]
@@ -386,6 +387,11 @@ def _location(node: torch.fx.Node) -> str:
     """file:line of the model code that created the node (placeholders and the output are
     created outside forward()'s body, so they have none)."""
     return "" if node.op in ("placeholder", "output") else node.meta.get("location", "")
+
+
+def _source_text(node: torch.fx.Node) -> str:
+    """The text of the line `_location` names, "" when there is none or Python cannot read it."""
+    return "" if node.op in ("placeholder", "output") else node.meta.get("source_text", "")
 
 
 def _dtype_name(dtype: torch.dtype) -> str:

@@ -100,11 +100,13 @@ class ConversionError(NCETError):
         code: A stable kebab-case reason code, one of `REASONS`.
         hint: What to do about it.
         location: "file:line" where FX recorded the node, or "".
+        source_text: The text of that line of code, or "" when Python cannot read it.
         reason: The problem in a few words.
     """
 
     def __init__(self, code: str, reason: str, *, node: str = "", fx_op: str = "",
-                 spelling: str = "", hint: str = "", location: str = ""):
+                 spelling: str = "", hint: str = "", location: str = "",
+                 source_text: str = ""):
         assert code in REASONS, f"unregistered reason code {code!r}"
         self.code = code
         self.reason = reason
@@ -113,7 +115,9 @@ class ConversionError(NCETError):
         self.spelling = spelling
         self.hint = hint
         self.location = location
-        super().__init__(format_message(code, reason, node, fx_op, spelling, hint, location))
+        self.source_text = source_text
+        super().__init__(format_message(code, reason, node, fx_op, spelling, hint, location,
+                                        source_text))
 
 
 class TraceError(ConversionError):
@@ -149,8 +153,12 @@ ERROR_CLASSES: dict[str, type[ConversionError]] = {
 
 
 def format_message(code: str, reason: str, node: str, fx_op: str, spelling: str,
-                   hint: str, location: str) -> str:
-    """Render one error as the one sentence users read."""
+                   hint: str, location: str, source_text: str = "") -> str:
+    """Render one error as the one sentence users read, e.g. "node 'sin' (call_function
+    torch.sin, model.py:12 `y = torch.sin(x)`): function torch.sin is not in the spelling
+    table [unsupported-function]. See docs/support-boundary.md ..."."""
+    if location and source_text:
+        location += f" `{source_text}`"
     where = ", ".join(part for part in (f"{fx_op} {spelling}".strip(), location) if part)
     head = f"node {node!r}" if node else "model"
     if where:

@@ -32,6 +32,7 @@ class Row:
     shape: tuple[int, ...] | None
     location: str
     error: ConversionError | None = field(default=None, compare=False, repr=False)
+    source_text: str = ""
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import linecache
 import os
 import sys
 import types
@@ -29,7 +30,8 @@ _TRACE_CODE = torch.fx.Tracer.trace.__code__
 
 
 class _LocatingTracer(torch.fx.Tracer):
-    """A Tracer that records the user's file:line of every node in `node.meta["location"]`.
+    """A Tracer that records the user's file:line of every node in `node.meta["location"]`,
+    and the text of that line, when Python's linecache has it, in `node.meta["source_text"]`.
 
     Walking a few frames is much cheaper than FX's full `record_stack_traces`. Buffers are
     proxied like parameters, so code such as `self.buf.add_(1)` is recorded (and rejected),
@@ -69,11 +71,25 @@ class _LocatingTracer(torch.fx.Tracer):
                 name = files[code]
             else:
                 name = files[code] = _user_file(code.co_filename)
+                if name is not None:  # a file edited since linecache read it is read again
+                    linecache.checkcache(code.co_filename)
             if name is not None:
                 node.meta["location"] = f"{name}:{frame.f_lineno}"
+                node.meta["source_text"] = source_text(code.co_filename, frame.f_lineno)
                 break
             frame = frame.f_back
         return node  # no user frame below Tracer.trace (e.g. nn.Sequential): no location
+
+
+SOURCE_TEXT_CHARS = 80
+"""Longer source lines are cut to this many characters, ending in an ellipsis."""
+
+
+def source_text(filename: str, line: int) -> str:
+    """The stripped text of a line of code, "" when Python cannot read it (code given to
+    `exec`, a file since deleted); notebook cells are readable, IPython registers them."""
+    text = linecache.getline(filename, line).strip()
+    return text if len(text) <= SOURCE_TEXT_CHARS else text[:SOURCE_TEXT_CHARS - 1] + "…"
 
 
 def _user_file(filename: str) -> str | None:

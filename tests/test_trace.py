@@ -37,6 +37,67 @@ def test_nodes_carry_the_models_source_line():
     assert ir.node("relu").source.location == f"test_trace.py:{line}"
 
 
+def test_errors_and_rows_quote_the_source_line():
+    class M(nn.Module):
+        def forward(self, x):
+            return torch.sin(x)  # not in the spelling table
+
+    with pytest.raises(ncet.UnsupportedOperatorError) as info:
+        ncet.convert(M(), (3,))
+    error = info.value
+    line = M.forward.__code__.co_firstlineno + 1
+    text = "return torch.sin(x)  # not in the spelling table"
+    assert (error.location, error.source_text) == (f"test_trace.py:{line}", text)
+    assert f"test_trace.py:{line} `{text}`" in str(error)
+    (row,) = [r for r in ncet.diagnose(M(), (3,)).rows if r.fx_name == "sin"]
+    assert (row.location, row.source_text, row.message) == (error.location, text, str(error))
+    assert ncet.diagnose(M(), (3,)).rows[0].source_text == ""  # the placeholder has no line
+
+
+def test_long_source_lines_are_cut_and_unreadable_ones_left_out():
+    from ncet.trace import SOURCE_TEXT_CHARS
+
+    class Long(nn.Module):
+        def forward(self, x):
+            return torch.sin(x) + x * 1.0 + x * 2.0 + x * 3.0 + x * 4.0 + x * 5.0 + x * 6.0 + x
+
+    error = pytest.raises(ncet.UnsupportedOperatorError, ncet.convert, Long(), (3,)).value
+    assert len(error.source_text) == SOURCE_TEXT_CHARS and error.source_text.endswith("…")
+    assert error.source_text.startswith("return torch.sin(x) + x * 1.0")
+
+    namespace = {"nn": nn, "torch": torch}
+    exec(compile("class M(nn.Module):\n    def forward(self, x):\n"
+                 "        return torch.sin(x)\n", "no-such-file.py", "exec"), namespace)
+    error = pytest.raises(ncet.UnsupportedOperatorError, ncet.convert, namespace["M"](),
+                          (3,)).value
+    assert (error.location, error.source_text) == ("no-such-file.py:3", "")
+    assert "no-such-file.py:3)" in str(error)  # the location alone, as before
+
+
+def test_source_text_follows_an_edited_file(tmp_path, monkeypatch):
+    # a model file edited and reloaded in a long session: the text is the file's new line
+    import importlib
+    import os
+
+    source = ("import torch\nfrom torch import nn\n\n\nclass M(nn.Module):\n"
+              "    def forward(self, x):\n        return torch.sin(x)  # {}\n")
+    path = tmp_path / "edited_model.py"
+    path.write_text(source.format("first"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    module = importlib.import_module("edited_model")
+    texts = []
+    for version in ("first", "second"):
+        if version == "second":
+            path.write_text(source.format(version))
+            stat = path.stat()  # a newer mtime, whatever the file system's resolution
+            os.utime(path, (stat.st_atime, stat.st_mtime + 2))
+            importlib.invalidate_caches()
+            module = importlib.reload(module)
+        error = pytest.raises(ncet.UnsupportedOperatorError, ncet.convert, module.M(), (3,))
+        texts.append(error.value.source_text)
+    assert texts == ["return torch.sin(x)  # first", "return torch.sin(x)  # second"]
+
+
 def test_shape_propagation_failure_is_a_conversion_error():
     model = nn.Sequential(nn.Linear(4, 3), nn.Linear(5, 2))
     with pytest.raises(ncet.TraceError) as info:

@@ -3,6 +3,7 @@ and PyTorch's own values as the oracles, by parsing the HTML they render."""
 
 from __future__ import annotations
 
+import html
 import subprocess
 import sys
 from html.parser import HTMLParser
@@ -219,6 +220,7 @@ def test_mapping_table_detail_of_a_rejected_node_has_message_and_hint():
     assert "inplace" in table.detail.value
     assert "Use x.relu(...) instead" in table.detail.value
     assert row.location in table.detail.value
+    assert row.source_text and html.escape(row.source_text) in table.detail.value
 
 
 def test_import_ncet_stays_free_of_jupyter_dependencies():

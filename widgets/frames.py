@@ -216,6 +216,8 @@ def node_detail_html(report: ncet.ConversionReport, fx_name: str) -> str:
              ("op_type", row.op_type or "-"),
              ("status", row.status + (f" [{row.code}]" if row.code else "")),
              ("shape", shape_text(row.shape) or "-"), ("source", row.location or "-")]
+    if row.source_text:
+        facts.append(("code", row.source_text))
     graph = report.graph
     node = None
     if graph is not None and row.status != "lifted":
