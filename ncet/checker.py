@@ -317,12 +317,21 @@ class Checker:
                                                   ref[name].shape))
 
     # --- result ---------------------------------------------------------------------
+    def _source_text(self, node: IRNode) -> str:
+        """The text of the node's source line, from this check's trace when it recorded the
+        same file:line as the IR (an IR loaded from a file keeps only file:line)."""
+        fx_node = self.fx_by_name.get(node.name)
+        meta = fx_node.meta if fx_node is not None else {}
+        same = node.source.location and meta.get("location") == node.source.location
+        return meta.get("source_text", "") if same else ""
+
     def report(self, described: str, samples: int) -> ExactnessReport:
         nodes = [n for n in self.ir.nodes if n.name in self.stats]
         checks = [c for n in nodes for c in (self.stats[n.name].local,
                                              self.stats[n.name].end_to_end)]
         medians = median_ratios([c.ratios for c in checks])
-        entries = tuple(ExactnessEntry.from_stats(n, self.stats[n.name], *medians[2 * i:2 * i + 2])
+        entries = tuple(ExactnessEntry.from_stats(n, self.stats[n.name], *medians[2 * i:2 * i + 2],
+                                                  self._source_text(n))
                         for i, n in enumerate(nodes))
         outputs = tuple(OutputEntry.from_stats(name, stats)
                         for name, stats in zip(self.ir.outputs, self.outputs))

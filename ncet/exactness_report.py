@@ -48,6 +48,7 @@ class ExactnessEntry:
     e2e_median_ratio: float
     e2e_violations: int
     note: str
+    source_text: str = ""
 
     @property
     def violated(self) -> bool:
@@ -56,14 +57,15 @@ class ExactnessEntry:
 
     @classmethod
     def from_stats(cls, node: IRNode, stats: NodeStats, local_median: float,
-                   e2e_median: float) -> ExactnessEntry:
+                   e2e_median: float, source_text: str = "") -> ExactnessEntry:
+        """`source_text`: the text of the line at `node.source.location`, "" if unknown."""
         s = node.source
         lo, e2e = stats.local, stats.end_to_end
         return cls(node.name, node.op_type, s.fx_name, s.fx_op, s.target, s.module_path,
                    s.location, lo.max_error, lo.max_rel_error, lo.bound_at_worst, lo.ratio,
                    local_median, lo.ulps_at_worst, lo.violations, e2e.max_error,
                    e2e.bound_at_worst, e2e.ratio, e2e_median, e2e.violations,
-                   "; ".join(stats.notes))
+                   "; ".join(stats.notes), source_text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -224,6 +226,8 @@ class ExactnessReport:
             bound = first.local_bound if local else first.e2e_bound
             ratio = first.local_ratio if local else first.e2e_ratio
             where = f", {first.location}" if first.location else ""
+            if first.location and first.source_text:
+                where += f" `{first.source_text}`"
             measured = (f"{check} error {_g(error)} exceeds the bound {_g(bound)} "
                         f"(ratio {_g(ratio)})")
             # A node that could not be compared (a shape mismatch) has no error to speak of:

@@ -138,6 +138,26 @@ def test_fault_is_reported_at_its_node(fault, dtype, node):
     assert first is not None and first.name == node, report.summary()
     assert first.local_violations > 0, "the node-local check must catch it at the node"
     assert node in report.summary() and "VIOLATION" in report.summary()
+    # the verdict quotes the model's line, read from this file (first.location)
+    line = int(first.location.rpartition(":")[2])
+    with open(__file__) as f:
+        assert first.source_text == f.read().splitlines()[line - 1].strip()
+    assert f"{first.location} `{first.source_text}`)" in report.summary().splitlines()[0]
+
+
+def test_the_source_text_needs_the_same_location(tmp_path):
+    # a loaded IR names the same file:line as this check's trace: the text is quoted; an IR
+    # whose node names another line gets no text, rather than the wrong line's
+    model = zoo(torch.float32)
+    ir = ncet.convert(model, (3, 6, 8))
+    ncet.save(ir, tmp_path / "zoo.ncet")
+    loaded = ncet.check_exactness(model, ncet.load(tmp_path / "zoo.ncet"))
+    assert all(e.source_text for e in loaded.entries if e.location)
+    moved = GraphIR(tuple(dataclasses.replace(n, source=dataclasses.replace(
+        n.source, location=n.source.location + "0")) if n.name == "lin" else n
+        for n in ir.nodes), ir.constants)
+    entry = next(e for e in ncet.check_exactness(model, moved).entries if e.name == "lin")
+    assert entry.location.endswith("0") and entry.source_text == ""
 
 
 def test_a_shape_mismatch_leads_the_verdict():
