@@ -25,9 +25,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
@@ -38,9 +36,9 @@ from ncet.bounds import SAFETY
 from ncet.fused_bounds import DotBound, round_up_to_float32
 
 if __package__:  # imported as benchmarks.eager_floor (the tests)
-    from .scale import build, inputs
+    from .scale import build, inputs, medians
 else:  # run as a script: benchmarks/ itself is on sys.path
-    from scale import build, inputs
+    from scale import build, inputs, medians
 
 _F64 = torch.float64
 
@@ -128,19 +126,6 @@ def products_only(model: torch.nn.Module, steps: list[tuple], x: torch.Tensor) -
         model(x)
 
 
-def _interleaved(fns: dict, repeats: int) -> dict[str, float]:
-    """Median CPU seconds of each function, run in turn `repeats` times after a warm-up."""
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            start = time.process_time()
-            fn()
-            times[name].append(time.process_time() - start)
-    return {name: statistics.median(ts) for name, ts in times.items()}
-
-
 def measure(nodes: int, width: int, samples: int, repeats: int) -> dict:
     model, shape = build("mlp", nodes, mlp_width=width)
     ir = ncet.convert(model, shape)
@@ -152,9 +137,12 @@ def measure(nodes: int, width: int, samples: int, repeats: int) -> dict:
             model(x)
         ncet.evaluate(ir, x)
 
-    t = _interleaved({"floor": floor, "products": lambda: products_only(model, steps, x),
-                      "minimal": lambda: minimal_check(model, steps, x),
-                      "check": lambda: ncet.check_exactness(model, ir, x)}, repeats)
+    fns = {"floor": floor, "products": lambda: products_only(model, steps, x),
+           "minimal": lambda: minimal_check(model, steps, x),
+           "check": lambda: ncet.check_exactness(model, ir, x)}
+    for fn in fns.values():  # warm-up
+        fn()
+    t = medians(fns, repeats, min_seconds=0.0)
     return {"nodes": len(ir.nodes), "width": width, "samples": samples,
             "floor_s": t["floor"], "products_s": t["products"], "minimal_s": t["minimal"],
             "check_s": t["check"], "products_over_floor": t["products"] / t["floor"],
