@@ -152,14 +152,18 @@ ERROR_CLASSES: dict[str, type[ConversionError]] = {
 }
 
 
+def quote_source(location: str, source_text: str) -> str:
+    """A location as messages show it: file:line `text`, or file:line alone without the text."""
+    return f"{location} `{source_text}`" if location and source_text else location
+
+
 def format_message(code: str, reason: str, node: str, fx_op: str, spelling: str,
                    hint: str, location: str, source_text: str = "") -> str:
     """Render one error as the one sentence users read, e.g. "node 'sin' (call_function
     torch.sin, model.py:12 `y = torch.sin(x)`): function torch.sin is not in the spelling
     table [unsupported-function]. See docs/support-boundary.md ..."."""
-    if location and source_text:
-        location += f" `{source_text}`"
-    where = ", ".join(part for part in (f"{fx_op} {spelling}".strip(), location) if part)
+    where = ", ".join(part for part in (f"{fx_op} {spelling}".strip(),
+                                        quote_source(location, source_text)) if part)
     head = f"node {node!r}" if node else "model"
     if where:
         head += f" ({where})"

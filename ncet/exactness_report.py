@@ -10,6 +10,7 @@ from types import MappingProxyType
 import torch
 
 from .arithmetic import ArithmeticModel
+from .errors import quote_source
 from .exactness_stats import NodeStats
 from .ir import IRNode
 
@@ -225,9 +226,8 @@ class ExactnessReport:
             error = first.local_max_error if local else first.e2e_max_error
             bound = first.local_bound if local else first.e2e_bound
             ratio = first.local_ratio if local else first.e2e_ratio
-            where = f", {first.location}" if first.location else ""
-            if first.location and first.source_text:
-                where += f" `{first.source_text}`"
+            where = f", {quote_source(first.location, first.source_text)}" \
+                if first.location else ""
             measured = (f"{check} error {_g(error)} exceeds the bound {_g(bound)} "
                         f"(ratio {_g(ratio)})")
             # A node that could not be compared (a shape mismatch) has no error to speak of:
