@@ -33,7 +33,7 @@ import torch.nn.functional as F
 import ncet
 from ncet.arithmetic import read_arithmetic_model
 from ncet.bounds import SAFETY
-from ncet.fused_bounds import DotBound, round_up_to_float32
+from ncet.fused_bounds import DotBound, carry_exponent, round_up_to_float32
 
 if __package__:  # imported as benchmarks.eager_floor (the tests)
     from .scale import build, inputs, medians
@@ -90,9 +90,10 @@ def minimal_check(model: torch.nn.Module, steps: list[tuple],
                 if radius is None:
                     total = bound.clone()
                 else:
-                    carried = F.linear(round_up_to_float32(radius), w32abs[0])
+                    s = carry_exponent([radius])
+                    carried = F.linear(round_up_to_float32(radius, exponent=s), w32abs[0])
                     if torch.isfinite(carried.max()):
-                        total = dot.total(bound, carried)
+                        total = dot.total(bound, carried, s)
                     else:  # beyond float32: the float64 rule
                         total = torch.add(bound, F.linear(radius, w64abs), alpha=SAFETY)
             end_to_end = _largest(torch.sub(t, value).abs_(),

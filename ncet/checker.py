@@ -26,6 +26,7 @@ from .fused_bounds import (
     FLOAT32_DOT_OPS,
     DotBound,
     LinearBound,
+    carry_exponent,
     dot_sum32,
     round_up_to_float32,
 )
@@ -283,12 +284,14 @@ class Checker:
         if bound.linear is not None:
             return bound.linear.total(bound.value, radii)
         if bound.dot is not None:
-            up = [round_up_to_float32(e, self.scratch.get(f"up{i}", e.shape, torch.float32))
+            s = carry_exponent(radii)
+            up = [round_up_to_float32(e, self.scratch.get(f"up{i}", e.shape, torch.float32), s,
+                                      self.scratch.get(f"scaled{i}", e.shape))
                   for i, e in enumerate(radii)]
             c = dot_sum32(node, up, self.abs_consts32, True) if self._float32_dot(node, up) \
                 else None
             if c is not None:
-                return bound.dot.total(bound.value, c)
+                return bound.dot.total(bound.value, c, s)
         carried = rule.carry(node, radii, self.abs_consts)
         total = torch.add(bound.value, carried, alpha=SAFETY * (1 + bound.g_ref))
         exposed = rule.exposed(node, radii, self.abs_consts) if rule.exposed else 0.0

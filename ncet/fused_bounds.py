@@ -2,7 +2,8 @@
 radius in a few passes over reused buffers, with the rounding of that arithmetic covered.
 
 `DotBound` takes Linear/Conv2d's sums |W|.|x| + |b| and |W|.e computed in float32 and
-rounded up; `LinearBound` writes an elementwise rule as affine functions of |x_i| and e_i.
+rounded up (radii beyond float32 scaled by a power of two first); `LinearBound` writes an
+elementwise rule as affine functions of |x_i| and e_i.
 `tests/test_exactness.py::test_fused_bounds_equal_the_rules` holds both to the rules of
 `bounds.py`.
 """
@@ -27,15 +28,41 @@ _F32, _F64 = torch.float32, torch.float64
 _F32_INF = torch.tensor(math.inf, dtype=_F32)
 
 
-def round_up_to_float32(values: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-    """Float32 values >= the non-negative float64 `values` (inf where they overflow, which
-    `dot_sum32` then reports): the float32 neighbour above the nearest float32, since
-    rounding to nearest is off by at most half a spacing.
+_CARRY_HEADROOM = 64
+"""Radii are scaled below 2^64 before their float32 product |W|.e (float32 holds up to
+2^128): the end-to-end radii of deep networks grow far beyond float32."""
+
+
+def carry_exponent(radii: Tensors) -> int:
+    """The power of two s the radii are divided by before their float32 product |W|.e: 0
+    while the largest is at most 2^64 (or is not finite), else the exponent that brings it
+    into [2^63, 2^64). Multiply the float32 sum back by 2^s (`DotBound.total` does).
+
+    Args:
+        radii: Non-negative float64 radii.
+    """
+    largest = max((float(e.max()) for e in radii if e.numel()), default=0.0)
+    if not (largest > 2.0 ** _CARRY_HEADROOM and math.isfinite(largest)):
+        return 0
+    return math.frexp(largest)[1] - _CARRY_HEADROOM
+
+
+def round_up_to_float32(values: torch.Tensor, out: torch.Tensor | None = None,
+                        exponent: int = 0, work: torch.Tensor | None = None) -> torch.Tensor:
+    """Float32 values >= the non-negative float64 `values` / 2^exponent (inf where they
+    overflow, which `dot_sum32` then reports): the float32 neighbour above the nearest
+    float32, since rounding to nearest is off by at most half a spacing. Dividing by a power
+    of two is exact in float64 down to its subnormals; below them the result is under the
+    smallest float32 subnormal, which the neighbour above covers.
 
     Args:
         values: Non-negative float64 values.
         out: A float32 tensor of their shape to write into (else allocated).
+        exponent: s from `carry_exponent`.
+        work: A float64 tensor of their shape for the scaled values (else allocated).
     """
+    if exponent:
+        values = torch.mul(values, math.ldexp(1.0, -exponent), out=work)
     near = values.to(_F32) if out is None else out.copy_(values)
     return torch.nextafter(near, _F32_INF, out=near)
 
@@ -83,9 +110,11 @@ class DotBound:
         out = v.to(_F64) if out is None else out.copy_(v)
         return out.mul_(self.scale).add_(self.offset)
 
-    def total(self, local: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-        """The end-to-end radius from the local bound and the float32 carried sum c."""
-        return torch.add(local, c, alpha=self.carry_scale).add_(self.carry_offset)
+    def total(self, local: torch.Tensor, c: torch.Tensor, exponent: int = 0) -> torch.Tensor:
+        """The end-to-end radius from the local bound and the float32 carried sum c of
+        radii divided by 2^exponent (`carry_exponent`): C <= 2^s F (c + n eta)."""
+        return torch.add(local, c, alpha=math.ldexp(self.carry_scale, exponent)).add_(
+            math.ldexp(self.carry_offset, exponent))
 
 
 def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:

@@ -323,13 +323,21 @@ def test_fused_broadcast_agrees_with_torch():
         assert _broadcast(*case) == want, case
 
 
+@pytest.mark.parametrize("radius", [1e-3, 2.0 ** 300], ids=["small-radii", "beyond-float32"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
-def test_fused_bounds_equal_the_rules(dtype):
+def test_fused_bounds_equal_the_rules(dtype, radius):
     """The fused forms (LinearBound, DotBound) compute the rules of bounds.py: never below
-    them (the SAFETY margin kept) and never looser by more than float32 rounding."""
+    them (the SAFETY margin kept) and never looser by more than float32 rounding, also for
+    the radii of deep networks, far beyond float32 (DotBound scales them first)."""
     from ncet.bounds import BOUND_RULES, SAFETY, rounding
     from ncet.evaluate import EVALUATORS
-    from ncet.fused_bounds import DotBound, LinearBound, dot_sum32, round_up_to_float32
+    from ncet.fused_bounds import (
+        DotBound,
+        LinearBound,
+        carry_exponent,
+        dot_sum32,
+        round_up_to_float32,
+    )
 
     model = EveryFusedRule().eval().to(dtype)
     ir = ncet.convert(model, (2, 4, 4), dtype=dtype)
@@ -346,7 +354,7 @@ def test_fused_bounds_equal_the_rules(dtype):
         if rule.magnitude is None:
             continue
         xs = [x.to(dtype).to(torch.float64) for x in xs]  # PyTorch's values: in its dtype
-        radii = [torch.rand(x.shape, generator=g, dtype=torch.float64) * 1e-3 for x in xs]
+        radii = [torch.rand(x.shape, generator=g, dtype=torch.float64) * radius for x in xs]
         r = rounding(node, xs, abs_consts, ir.constants)
         local = r.bound_pair(node, dtype, arithmetic)
         exposed = rule.exposed(node, radii, abs_consts) if rule.exposed else 0.0
@@ -363,9 +371,11 @@ def test_fused_bounds_equal_the_rules(dtype):
             fused = DotBound.of(node, ir.constants, dtype, arithmetic)
             got_local = fused.local(dot_sum32(node, [x.abs().float() for x in xs], abs32,
                                               False))
-            up = [round_up_to_float32(e) for e in radii]
-            assert all(bool((u.double() >= e).all()) for u, e in zip(up, radii))
-            got_total = fused.total(got_local, dot_sum32(node, up, abs32, True))
+            s = carry_exponent(radii)
+            assert (s == 0) == (radius < 2.0 ** 64), node.name
+            up = [round_up_to_float32(e, exponent=s) for e in radii]
+            assert all(bool((u.double() * 2.0 ** s >= e).all()) for u, e in zip(up, radii))
+            got_total = fused.total(got_local, dot_sum32(node, up, abs32, True), s)
             slack = 1e-4  # float32 sums rounded up
         else:
             continue
