@@ -123,6 +123,28 @@ def median_ratios(samples: list[RatioSample]) -> list[float]:
     return torch.nanmedian(rows, dim=1).values.nan_to_num_(0.0).tolist()
 
 
+_ROW = 1024
+"""Row width of `first_max`'s first reduction."""
+
+
+def first_max(flat: torch.Tensor) -> tuple[float, int]:
+    """The largest value of a 1-D tensor and the first index holding it, as `flat.max(0)`
+    (NaN counts as largest), in two vectorised reductions: a max with indices over one long
+    dimension runs element by element, about 7x slower than maxima of 1,024-wide rows."""
+    n = flat.shape[0]
+    if n <= 4 * _ROW:
+        value, index = flat.max(0)
+        return float(value), int(index)
+    cut = n - n % _ROW
+    row_max = flat[:cut].reshape(-1, _ROW).amax(1)
+    if cut < n:
+        row_max = torch.cat([row_max, flat[cut:].amax(0, keepdim=True)])
+    start = int(row_max.argmax()) * _ROW
+    row = flat[start:start + _ROW]
+    index = int(row.argmax())
+    return float(row[index]), start + index
+
+
 _FINFO: dict[torch.dtype, torch.finfo] = {}
 
 
@@ -187,13 +209,11 @@ class CheckStats:
                 low, high = torch.aminmax(rel.nan_to_num_(0.0, math.inf, -math.inf))
             self.max_rel_error = max(self.max_rel_error, -float(low), float(high))
         flat = error.div_(bound).reshape(-1)  # observed/bound
-        worst_ratio, worst = flat.max(0)
-        worst_ratio = float(worst_ratio)
+        worst_ratio, worst = first_max(flat)
         if math.isnan(worst_ratio):
             void = torch.isnan(torch.as_tensor(bound, dtype=_F64).expand_as(expected))
             flat = flat.nan_to_num_(0.0, math.inf).masked_fill_(void.reshape(-1), math.inf)
-            worst_ratio, worst = flat.max(0)
-            worst_ratio = float(worst_ratio)
+            worst_ratio, worst = first_max(flat)
         if worst_ratio > 1:
             self.violations += int((flat > 1).sum())
         self.ratios.add(flat[::max(1, n // _SAMPLED_RATIOS)])
@@ -201,14 +221,13 @@ class CheckStats:
             self.ratio = worst_ratio
             self._note_worst(worst, torch_value, expected, bound, t_dtype)
 
-    def _note_worst(self, worst: torch.Tensor, torch_value, expected, bound, t_dtype) -> None:
+    def _note_worst(self, worst: int, torch_value, expected, bound, t_dtype) -> None:
         """Record the bound, the error and the ulps at the worst element (a flat index)."""
         if isinstance(bound, torch.Tensor):
-            bound = float(torch.take(bound, worst) if bound.shape == expected.shape
-                          else bound.expand_as(expected).reshape(-1)[worst])
+            bound = float(bound.expand_as(expected).reshape(-1)[worst])
         self.bound_at_worst = bound
-        t_worst = float(torch.take(torch_value, worst))
-        e_worst = float(torch.take(expected, worst))
+        t_worst = float(torch_value.reshape(-1)[worst])
+        e_worst = float(expected.reshape(-1)[worst])
         self.error_at_worst = 0.0 if t_worst == e_worst else abs(t_worst - e_worst)
         if math.isnan(self.error_at_worst):
             self.error_at_worst = math.inf

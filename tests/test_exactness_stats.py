@@ -12,6 +12,7 @@ from ncet.exactness_stats import (
     CheckStats,
     RatioSample,
     choose_indices,
+    first_max,
     median_ratios,
     sample_indices,
     ulp_above,
@@ -63,6 +64,36 @@ def test_median_ratios_is_the_median_of_the_finite_values(values):
     finite = [v for v in values if math.isfinite(v)]
     expected = float(torch.tensor(finite).median()) if finite else 0.0
     assert median_ratios(samples) == [expected, 0.0]
+
+
+def _first_max_cases():
+    """(name, tensor): lengths below, at and past the row cut, ties, NaN, infinities."""
+    g = torch.Generator().manual_seed(3)
+    for n in (1, 7, 4096, 4097, 5000, 3 * 1024 * 2, 163_840, 163_841):
+        yield f"random-{n}", torch.rand(n, generator=g, dtype=torch.float64)
+    tie = torch.zeros(10_000, dtype=torch.float64)
+    tie[[17, 4_500, 9_999]] = 2.0
+    yield "tie-in-two-rows", tie
+    late = torch.zeros(10_000, dtype=torch.float64)
+    late[[9_998, 9_999]] = 1.0  # the tie in the ragged tail
+    yield "tie-in-tail", late
+    nan = torch.rand(10_000, generator=g, dtype=torch.float64)
+    nan[[3_000, 6_000]] = math.nan
+    nan[100] = math.inf
+    yield "nan-over-inf", nan
+    yield "all-inf", torch.full((9_000,), math.inf, dtype=torch.float64)
+    yield "negative", -torch.rand(9_000, generator=g, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("values", [v for _, v in _first_max_cases()],
+                         ids=[name for name, _ in _first_max_cases()])
+def test_first_max_is_max_over_dim_0(values):
+    """The two-level reduction gives what `flat.max(0)` gives: the value and its first
+    index, NaN counted as the largest."""
+    value, index = values.max(0)
+    got_value, got_index = first_max(values)
+    assert got_index == int(index)
+    assert got_value == float(value) or (math.isnan(got_value) and math.isnan(float(value)))
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32,
