@@ -285,8 +285,7 @@ class Checker:
             return bound.linear.total(bound.value, radii)
         if bound.dot is not None:
             s = carry_exponent(radii)
-            up = [round_up_to_float32(e, self.scratch.get(f"up{i}", e.shape, torch.float32), s,
-                                      self.scratch.get(f"scaled{i}", e.shape))
+            up = [round_up_to_float32(e, self.scratch.get(f"up{i}", e.shape, torch.float32), s)
                   for i, e in enumerate(radii)]
             c = dot_sum32(node, up, self.abs_consts32, True) if self._float32_dot(node, up) \
                 else None

@@ -48,22 +48,23 @@ def carry_exponent(radii: Tensors) -> int:
 
 
 def round_up_to_float32(values: torch.Tensor, out: torch.Tensor | None = None,
-                        exponent: int = 0, work: torch.Tensor | None = None) -> torch.Tensor:
+                        exponent: int = 0) -> torch.Tensor:
     """Float32 values >= the non-negative float64 `values` / 2^exponent (inf where they
     overflow, which `dot_sum32` then reports): the float32 neighbour above the nearest
-    float32, since rounding to nearest is off by at most half a spacing. Dividing by a power
-    of two is exact in float64 down to its subnormals; below them the result is under the
-    smallest float32 subnormal, which the neighbour above covers.
+    float32, since rounding to nearest is off by at most half a spacing. The division by a
+    power of two is done in float64 (the float32 store rounds its result once), exact down
+    to float64's subnormals; below them the result is under the smallest float32
+    subnormal, which the neighbour above covers.
 
     Args:
         values: Non-negative float64 values.
         out: A float32 tensor of their shape to write into (else allocated).
         exponent: s from `carry_exponent`.
-        work: A float64 tensor of their shape for the scaled values (else allocated).
     """
-    if exponent:
-        values = torch.mul(values, math.ldexp(1.0, -exponent), out=work)
-    near = values.to(_F32) if out is None else out.copy_(values)
+    if out is None:
+        out = torch.empty(values.shape, dtype=_F32)
+    near = torch.mul(values, math.ldexp(1.0, -exponent), out=out) if exponent \
+        else out.copy_(values)
     return torch.nextafter(near, _F32_INF, out=near)
 
 
