@@ -130,9 +130,10 @@ _ROW = 1024
 def first_max(flat: torch.Tensor) -> tuple[float, int]:
     """The largest value of a 1-D tensor and the first index holding it, as `flat.max(0)`
     (NaN counts as largest), in two vectorised reductions: a max with indices over one long
-    dimension runs element by element, about 7x slower than maxima of 1,024-wide rows."""
+    dimension runs element by element, about 4x slower than maxima of 1,024-wide rows on
+    163,840 elements; below 32,768 the few extra calls cost more than they save."""
     n = flat.shape[0]
-    if n <= 4 * _ROW:
+    if n <= 32 * _ROW:
         value, index = flat.max(0)
         return float(value), int(index)
     cut = n - n % _ROW
