@@ -106,7 +106,8 @@ class StageClock:
 def trace_failure_report(error: TraceError) -> ConversionReport:
     """A report for a model that could not be traced at all."""
     row = Row(error.node, "trace", "", "", "", None, "unsupported" if error.code != "input-count"
-              else "boundary", error.code, str(error), error.hint, None, error.location, error)
+              else "boundary", error.code, str(error), error.hint, None, error.location, error,
+              error.source_text)
     return ConversionReport((row,), None)
 
 

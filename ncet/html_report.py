@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from .errors import REASONS
+from .errors import REASONS, quote_source
 from .exactness_report import ExactnessReport
 from .report import STATUSES, ConversionReport, Row
 
@@ -178,7 +178,7 @@ def _boundary(conversion: ConversionReport) -> str:
         kind = rows[0].status
         body = "".join(
             f'<tr><td class="mono">{_e(r.fx_name)}</td><td class="mono">{_e(r.spelling)}</td>'
-            f'<td class="mono">{_e(r.location or "-")}</td>'
+            f'<td class="mono">{_e(quote_source(r.location, r.source_text) or "-")}</td>'
             f"<td>{_e(_sentence(_reason_text(r)))}</td>"
             f'<td class="hint">{_e(_sentence(r.hint))}</td></tr>'
             for r in rows)
@@ -283,7 +283,7 @@ def _nodes(exactness: ExactnessReport) -> str:
                  numeric=range(3, 11))
     body = "".join(
         f'<tr{_violated(e.violated)}><td class="mono">{_e(e.name)}</td><td>{_e(e.op_type)}'
-        f'</td><td class="mono">{_e(e.location)}</td>'
+        f'</td><td class="mono">{_e(quote_source(e.location, e.source_text))}</td>'
         + _numbers(e.local_max_error, e.local_bound, e.local_ratio, e.local_ulps,
                    e.e2e_max_error, e.e2e_bound, e.e2e_ratio)
         + f'<td class="num">{e.local_violations + e.e2e_violations}</td>'

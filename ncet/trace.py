@@ -92,6 +92,21 @@ def source_text(filename: str, line: int) -> str:
     return text if len(text) <= SOURCE_TEXT_CHARS else text[:SOURCE_TEXT_CHARS - 1] + "…"
 
 
+def failure_location(exc: BaseException) -> tuple[str, str]:
+    """The file:line and text of the innermost frame of the user's code in the traceback of
+    an exception raised while tracing (the line FX could not trace), ("", "") if none."""
+    found = ("", "")
+    tb = exc.__traceback__
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        name = _user_file(code.co_filename)
+        if name is not None:
+            linecache.checkcache(code.co_filename)
+            found = (f"{name}:{tb.tb_lineno}", source_text(code.co_filename, tb.tb_lineno))
+        tb = tb.tb_next
+    return found
+
+
 def _user_file(filename: str) -> str | None:
     """The basename of a file of the user's code; None for torch and NCET machinery."""
     if filename.startswith((_TORCH_DIR, *_NCET_MACHINERY)) or "<eval_with" in filename:
@@ -191,10 +206,11 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
     try:
         graph = tracer.trace(root)
     except Exception as exc:  # FX raises many types; the user needs one, with the cause
+        location, text = failure_location(exc)
         raise TraceError(
             "trace-failed", f"torch.fx.symbolic_trace failed: {type(exc).__name__}: {exc}",
             hint=_CONTROL_FLOW_HINT if isinstance(exc, torch.fx.proxy.TraceError)
-            else _FAILED_CALL_HINT,
+            else _FAILED_CALL_HINT, location=location, source_text=text,
         ) from exc
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != n_inputs:

@@ -232,7 +232,8 @@ def test_inspect_json_has_stable_keys():
     assert set(conversion) == {"ok", "summary", "counts", "rows", "problems", "graph"}
     assert set(conversion["rows"][0]) == {"node", "fx_op", "spelling", "module_path",
                                           "module_type", "op_type", "status", "code",
-                                          "message", "hint", "shape", "location"}
+                                          "message", "hint", "shape", "location",
+                                          "source_text"}
     assert {p["code"] for p in conversion["problems"]} >= {"inplace", "dropout-training"}
     assert conversion["counts"]["unsupported"] == 4 and conversion["graph"] is None
 

@@ -8,6 +8,7 @@ for a person to look at.
 from __future__ import annotations
 
 import dataclasses
+import html
 import json
 import re
 import shutil
@@ -92,7 +93,12 @@ def test_a_converting_model_gets_every_section(reports):
     assert "converts; exact within the certified bounds on 12 samples" in page
     exactness = section(page, "exactness")
     assert exactness.count("<svg") == 1 and "block1_conv1 (Conv2d)" in exactness
-    assert len(rows(exactness[exactness.index("<h3>Per node"):])) == len(report.graph.nodes) - 2
+    per_node = rows(exactness[exactness.index("<h3>Per node"):])
+    assert len(per_node) == len(report.graph.nodes) - 2
+    by_name = {r.fx_name: r for r in report.rows}
+    for node, line in zip(report.graph.nodes[1:-1], per_node):  # the line's code, quoted
+        row = by_name[node.name]
+        assert row.source_text and html.escape(f"{row.location} `{row.source_text}`") in line
     assert "IEEE 754 binary arithmetic" in section(page, "arithmetic")
     assert "Every FX node is inside the support boundary" in section(page, "boundary")
 
@@ -105,7 +111,8 @@ def test_a_rejected_model_gets_its_reasons_grouped_by_code(reports):
     for row in report.errors:
         group = boundary[boundary.index(f'id="reason-{row.code}"'):]
         group = group[:group.index("</div>")]
-        assert row.fx_name in group and row.location in group
+        assert row.fx_name in group and row.source_text  # the example's file is readable
+        assert html.escape(f"{row.location} `{row.source_text}`") in group  # the line's code
         assert row.hint[1:] in group  # shown as a sentence, capitalised
     assert "rejected: 7 problem(s) in 11 FX nodes" in page
     assert "Not checked: the model does not convert" in section(page, "exactness")

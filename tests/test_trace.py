@@ -179,18 +179,27 @@ class _BranchOnValue(nn.Module):
 
 class _BadArgument(nn.Module):
     def forward(self, x):
-        return F.avg_pool2d(x, 2, divisor_override=2.5)  # fails eagerly too: a TypeError
+        return F.avg_pool2d(x, 2, divisor_override=2.5)  # a TypeError eagerly too
 
 
-@pytest.mark.parametrize(("model", "hint"), [
-    (_BranchOnValue(), "remove data-dependent control flow"),
-    (_BadArgument(), "run the model eagerly on an example input"),
+@pytest.mark.parametrize(("model", "hint", "text"), [
+    (_BranchOnValue(), "remove data-dependent control flow", "return x if x.sum() > 0 else -x"),
+    (_BadArgument(), "run the model eagerly on an example input",
+     "return F.avg_pool2d(x, 2, divisor_override=2.5)  # a TypeError eagerly too"),
 ], ids=["control-flow", "failing-call"])
-def test_trace_failed_hint_follows_the_cause(model, hint):
+def test_trace_failed_hint_follows_the_cause(model, hint, text):
+    """The hint fits the cause, and the error and diagnose's row point at the line FX could
+    not trace (the innermost frame of the model's code)."""
     with pytest.raises(ncet.TraceError) as info:
         ncet.convert(model, (1, 4, 4))
-    assert info.value.code == "trace-failed"
-    assert info.value.hint.startswith(hint)
+    error = info.value
+    assert error.code == "trace-failed"
+    assert error.hint.startswith(hint)
+    line = type(model).forward.__code__.co_firstlineno + 1
+    assert (error.location, error.source_text) == (f"test_trace.py:{line}", text)
+    assert str(error).startswith(f"model (test_trace.py:{line} `{text}`): ")
+    (row,) = ncet.diagnose(model, (1, 4, 4)).rows
+    assert (row.location, row.source_text, row.message) == (error.location, text, str(error))
 
 
 @pytest.fixture

@@ -117,13 +117,17 @@ def test_boundary_forms_list_every_rejected_node(name):
     by_name = {r.fx_name: r for r in problems}
     for row in frame.itertuples():
         source = by_name[row.fx_name]
-        assert (row.code, row.message, row.hint, row.location) == (
-            source.code, source.message, source.hint, source.location)
+        assert (row.code, row.message, row.hint, row.location, row.source_text) == (
+            source.code, source.message, source.hint, source.location, source.source_text)
     html = widgets.boundary_html(report)
     if report.ok:
         assert "No problems" in html and not Rows(html).rows
     else:
         assert sorted(Rows(html).nodes) == sorted(by_name)
+        assert any(r.source_text for r in problems)  # the bundled models' files are readable
+        for r in problems:  # the line's code next to its location
+            assert widgets.frames.escape(f"{r.location} `{r.source_text}`" if r.source_text
+                                         else r.location) in html
         for code in frame["code"].unique():
             assert f'data-code="{code}"' in html
 

@@ -13,13 +13,15 @@ import pandas as pd
 import torch
 
 import ncet
+from ncet.errors import quote_source
 from ncet.ir import OP_SCHEMAS
 
 MAPPING_COLUMNS = ("fx_name", "fx_op", "spelling", "module_path", "module_type", "op_type",
                    "status", "code", "shape", "constants", "location")
 """Columns of `mapping_frame`, in order."""
 
-BOUNDARY_COLUMNS = ("code", "fx_name", "spelling", "location", "message", "hint")
+BOUNDARY_COLUMNS = ("code", "fx_name", "spelling", "location", "source_text", "message",
+                    "hint")
 """Columns of `boundary_frame`, in order."""
 
 SEARCHED_COLUMNS = ("fx_name", "spelling", "module_path", "op_type", "location")
@@ -90,7 +92,8 @@ def mapping_frame(report: ncet.ConversionReport) -> pd.DataFrame:
 
 
 def boundary_frame(report: ncet.ConversionReport) -> pd.DataFrame:
-    """The rejected FX nodes: code, fx_name, spelling, location, message, hint.
+    """The rejected FX nodes: code, fx_name, spelling, location, source_text (the line's
+    code, "" when Python cannot read it), message, hint.
 
     Sorted by reason code, then graph order; empty (with the same columns) when the model
     converts.
@@ -98,7 +101,7 @@ def boundary_frame(report: ncet.ConversionReport) -> pd.DataFrame:
     problems = [(r.code or "unknown", i, r) for i, r in enumerate(report.rows)
                 if r.status in _PROBLEMS]
     problems.sort(key=lambda p: (p[0], p[1]))
-    records = [(code, r.fx_name, r.spelling, r.location, r.message, r.hint)
+    records = [(code, r.fx_name, r.spelling, r.location, r.source_text, r.message, r.hint)
                for code, _, r in problems]
     return pd.DataFrame.from_records(records, columns=list(BOUNDARY_COLUMNS))
 
@@ -141,7 +144,8 @@ def boundary_html(report: ncet.ConversionReport, code: str | None = None) -> str
         body = "".join(
             f'<tr data-node="{escape(r.fx_name)}"><td><code>{escape(r.fx_name)}</code></td>'
             f"<td><code>{escape(r.spelling)}</code></td>"
-            f"<td><code>{escape(r.location or '-')}</code></td><td>{escape(r.message)}</td>"
+            f"<td><code>{escape(quote_source(r.location, r.source_text) or '-')}</code></td>"
+            f"<td>{escape(r.message)}</td>"
             f'<td class="hint">{escape(sentence(r.hint))}</td></tr>'
             for r in group.itertuples(index=False))
         parts.append("<table><thead><tr><th>node</th><th>spelling</th><th>source</th>"

@@ -56,6 +56,7 @@ def row_record(row: Row) -> dict[str, Any]:
         "op_type": row.op_type, "status": row.status, "code": row.code,
         "message": row.message, "hint": row.hint,
         "shape": None if row.shape is None else list(row.shape), "location": row.location,
+        "source_text": row.source_text,
     }
 
 
@@ -78,7 +79,7 @@ def entry_record(entry: ExactnessEntry) -> dict[str, Any]:
     return {
         "node": entry.name, "op_type": entry.op_type, "fx_node": entry.fx_name,
         "fx_op": entry.fx_op, "spelling": entry.spelling, "location": entry.location,
-        "violated": entry.violated,
+        "source_text": entry.source_text, "violated": entry.violated,
         "local": {"max_error": entry.local_max_error, "bound": entry.local_bound,
                   "ratio": entry.local_ratio, "median_ratio": entry.local_median_ratio,
                   "ulps": entry.local_ulps, "violations": entry.local_violations},
