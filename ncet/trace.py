@@ -5,6 +5,7 @@ from __future__ import annotations
 import linecache
 import os
 import sys
+import sysconfig
 import types
 import weakref
 from collections.abc import Mapping
@@ -92,19 +93,30 @@ def source_text(filename: str, line: int) -> str:
     return text if len(text) <= SOURCE_TEXT_CHARS else text[:SOURCE_TEXT_CHARS - 1] + "…"
 
 
+_LIBRARY_DIRS = tuple(sorted({os.path.join(p, "") for k, p in sysconfig.get_paths().items()
+                              if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
+"""The standard library and installed packages: a trace that fails inside them (json.dumps of
+a traced value, say) is reported at the user's line that called them."""
+
+
 def failure_location(exc: BaseException) -> tuple[str, str]:
-    """The file:line and text of the innermost frame of the user's code in the traceback of
-    an exception raised while tracing (the line FX could not trace), ("", "") if none."""
-    found = ("", "")
+    """The file:line and text of the line FX could not trace: the innermost frame of the
+    user's code in the traceback of an exception raised while tracing, preferring code
+    outside the standard library and installed packages; ("", "") if there is none."""
+    frames = []
     tb = exc.__traceback__
     while tb is not None:
         code = tb.tb_frame.f_code
         name = _user_file(code.co_filename)
         if name is not None:
-            linecache.checkcache(code.co_filename)
-            found = (f"{name}:{tb.tb_lineno}", source_text(code.co_filename, tb.tb_lineno))
+            frames.append((code.co_filename, name, tb.tb_lineno))
         tb = tb.tb_next
-    return found
+    own = [f for f in frames if not f[0].startswith(_LIBRARY_DIRS)]
+    if not (own or frames):
+        return "", ""
+    filename, name, line = (own or frames)[-1]
+    linecache.checkcache(filename)
+    return f"{name}:{line}", source_text(filename, line)
 
 
 def _user_file(filename: str) -> str | None:

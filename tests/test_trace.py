@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import gc
+import json
 import weakref
 
 import pytest
@@ -182,11 +183,18 @@ class _BadArgument(nn.Module):
         return F.avg_pool2d(x, 2, divisor_override=2.5)  # a TypeError eagerly too
 
 
+class _IntoTheStandardLibrary(nn.Module):
+    def forward(self, x):
+        return x + len(json.dumps(x))  # fails inside json/encoder.py: reported here
+
+
 @pytest.mark.parametrize(("model", "hint", "text"), [
     (_BranchOnValue(), "remove data-dependent control flow", "return x if x.sum() > 0 else -x"),
     (_BadArgument(), "run the model eagerly on an example input",
      "return F.avg_pool2d(x, 2, divisor_override=2.5)  # a TypeError eagerly too"),
-], ids=["control-flow", "failing-call"])
+    (_IntoTheStandardLibrary(), "run the model eagerly on an example input",
+     "return x + len(json.dumps(x))  # fails inside json/encoder.py: reported here"),
+], ids=["control-flow", "failing-call", "failing-in-a-library"])
 def test_trace_failed_hint_follows_the_cause(model, hint, text):
     """The hint fits the cause, and the error and diagnose's row point at the line FX could
     not trace (the innermost frame of the model's code)."""
