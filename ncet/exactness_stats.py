@@ -146,6 +146,18 @@ def first_max(flat: torch.Tensor) -> tuple[float, int]:
     return float(row[index]), start + index
 
 
+def element(value: torch.Tensor, shape: torch.Size, flat_index: int) -> float:
+    """Element `flat_index` (row-major) of `value` broadcast to `shape`, read without
+    materialising the broadcast (a scalar radius expanded to a whole chunk, say)."""
+    if value.shape == shape and value.is_contiguous():
+        return float(value.view(-1)[flat_index])
+    index = []
+    for size in reversed(shape):
+        flat_index, i = divmod(flat_index, size)
+        index.append(i)
+    return float(value.expand(shape)[tuple(reversed(index))])
+
+
 _FINFO: dict[torch.dtype, torch.finfo] = {}
 
 
@@ -224,11 +236,12 @@ class CheckStats:
 
     def _note_worst(self, worst: int, torch_value, expected, bound, t_dtype) -> None:
         """Record the bound, the error and the ulps at the worst element (a flat index)."""
+        shape = expected.shape
         if isinstance(bound, torch.Tensor):
-            bound = float(bound.expand_as(expected).reshape(-1)[worst])
+            bound = element(bound, shape, worst)
         self.bound_at_worst = bound
-        t_worst = float(torch_value.reshape(-1)[worst])
-        e_worst = float(expected.reshape(-1)[worst])
+        t_worst = element(torch_value, shape, worst)
+        e_worst = element(expected, shape, worst)
         self.error_at_worst = 0.0 if t_worst == e_worst else abs(t_worst - e_worst)
         if math.isnan(self.error_at_worst):
             self.error_at_worst = math.inf

@@ -12,6 +12,7 @@ from ncet.exactness_stats import (
     CheckStats,
     RatioSample,
     choose_indices,
+    element,
     first_max,
     median_ratios,
     sample_indices,
@@ -94,6 +95,16 @@ def test_first_max_is_max_over_dim_0(values):
     got_value, got_index = first_max(values)
     assert got_index == int(index)
     assert got_value == float(value) or (math.isnan(got_value) and math.isnan(float(value)))
+
+
+@pytest.mark.parametrize("value", [
+    torch.arange(24.0).reshape(2, 3, 4), torch.arange(24.0).reshape(4, 3, 2).permute(2, 1, 0),
+    torch.tensor(5.0), torch.arange(4.0), torch.arange(3.0).reshape(1, 3, 1)],
+    ids=["contiguous", "permuted", "scalar", "last-axis", "middle-axis"])
+def test_element_reads_the_broadcast_value_row_major(value):
+    shape = torch.Size((2, 3, 4))
+    flat = value.expand(shape).reshape(-1)  # what element avoids building
+    assert [element(value, shape, i) for i in range(24)] == flat.tolist()
 
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32,
