@@ -111,9 +111,9 @@ def failure_location(exc: BaseException) -> tuple[str, str]:
         if name is not None:
             frames.append((code.co_filename, name, tb.tb_lineno))
         tb = tb.tb_next
-    own = [f for f in frames if not f[0].startswith(_LIBRARY_DIRS)]
-    if not (own or frames):
+    if not frames:
         return "", ""
+    own = [f for f in frames if not f[0].startswith(_LIBRARY_DIRS)]
     filename, name, line = (own or frames)[-1]
     linecache.checkcache(filename)
     return f"{name}:{line}", source_text(filename, line)
