@@ -105,7 +105,22 @@ def test_eager_floor_script_writes_its_rows(tmp_path):
     rows = json.loads(out.read_text())["rows"]
     assert [(r["width"], r["samples"]) for r in rows] == [(8, 4), (8, 8)]
     assert all(r[k] > 0 for r in rows for k in ("products_over_floor", "minimal_over_floor",
-                                                   "check_over_floor", "check_over_minimal"))
+                                                   "check_over_floor", "check_over_minimal",
+                                                   "products_in_check_over_floor"))
+
+
+def test_products_in_check_times_every_product_and_restores_linear():
+    # per Linear: PyTorch's traced layer, the float64 layer node-locally and end to end, the
+    # float32 magnitude and carry products, the eager forward; the first layer's inputs are
+    # exact, so it has no end-to-end evaluation (it reuses the node-local one) and no carry
+    model, shape = scale.build("mlp", 21, mlp_width=16)
+    ir = ncet.convert(model, shape)
+    linears = sum(n.op_type == "Linear" for n in ir.nodes)
+    original = torch.nn.functional.linear
+    seconds, calls = eager_floor.products_in_check(model, ir, scale.inputs(shape, 8))
+    assert calls == 6 * linears - 2
+    assert seconds > 0
+    assert torch.nn.functional.linear is original
 
 
 def test_stages_add_up_to_the_conversion():
