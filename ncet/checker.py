@@ -5,6 +5,7 @@ last use."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -98,6 +99,7 @@ class Checker:
         self.abs_consts32 = {k: v.abs() for k, v in ir.constants.items()
                              if v.dtype == torch.float32}
         self.nodes = list(traced.graph.nodes)
+        self.steps = len(self.nodes)  # per chunk, in progress reports
         self.modules = {n: self.root.get_submodule(n.target) for n in self.nodes
                         if n.op == "call_module"}
         self.fx_by_name = {n.name: n for n in self.nodes}
@@ -133,14 +135,17 @@ class Checker:
             self.output_samplers[name] = ElementSampler(indices, size, total * size)
 
     # --- one chunk ------------------------------------------------------------------
-    def run(self, chunk: list[torch.Tensor], start: int = 0) -> None:
+    def run(self, chunk: list[torch.Tensor], start: int = 0,
+            tick: Callable[[int], None] | None = None, every: int = 1) -> None:
+        """Check one chunk of samples (those from `start` on), calling `tick(nodes done)`
+        after every `every` nodes but the last."""
         fx_env: dict[torch.fx.Node, torch.Tensor] = {}
         self.as_f64: dict[str, torch.Tensor] = {}  # PyTorch's values, converted once
         ref: dict[str, torch.Tensor | None] = {}
         radius: dict[str, torch.Tensor | None] = {}
         placeholder, count = 0, chunk[0].shape[0]
         with torch.no_grad():
-            for node in self.nodes:
+            for step, node in enumerate(self.nodes, 1):
                 if node.op == "placeholder":
                     x = chunk[placeholder]
                     placeholder += 1
@@ -164,6 +169,8 @@ class Checker:
                     radius.pop(used.name, None)
                     self.as_f64.pop(used.name, None)
                     fx_env.pop(used, None)
+                if tick is not None and step % every == 0 and step < self.steps:
+                    tick(step)
 
     def _check_node(self, node: IRNode, fx_env, ref, radius) -> None:
         torch_value = fx_env[self.fx_by_name[node.name]]

@@ -21,6 +21,10 @@ CHUNK_ELEMENTS = 2 ** 20
 """Default chunk: as many samples as keep every node's batched value under this many elements
 (8 MiB in float64). Fewer, larger chunks mean fewer tensor operations per sample."""
 
+PROGRESS_UPDATES = 100
+"""About how many times check_exactness reports progress: at the end of every chunk, and
+within chunks every so many nodes, so that a check of one large chunk moves too."""
+
 DEFAULT_SCALES = (1e-6, 1.0, 1e4)
 """Input magnitudes of the generated inputs: tiny, unit and large."""
 
@@ -80,7 +84,9 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
             the number of samples).
         local: Run the node-local check.
         end_to_end: Run the end-to-end check.
-        progress: True to print progress to stderr, or a callback(done, total).
+        progress: True to print progress to stderr, or a callback(done, total): done of
+            total node steps (the graph's nodes times the chunks), called at the end of
+            every chunk and, within chunks, about `PROGRESS_UPDATES` times in all.
         keep_samples: Elements per node whose PyTorch and reference values are kept for
             `report.value_sample` (chosen from `seed`); 0 keeps none. The output error
             sample (`report.output_error_sample`, up to 4096 elements per output) is
@@ -121,9 +127,14 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         total = inputs[0].shape[0]
         checker.sample(total, keep_samples, seed)
         starts = range(0, total, chunk_size)
-        for done, start in enumerate(starts, 1):
-            checker.run([x[start:start + chunk_size] for x in inputs], start)
-            _report_progress(progress, done, len(starts))
+        steps = len(starts) * checker.steps
+        every = max(1, steps // PROGRESS_UPDATES)
+        for i, start in enumerate(starts):
+            done = i * checker.steps
+            tick = None if not progress else \
+                (lambda step, done=done: _report_progress(progress, done + step, steps))
+            checker.run([x[start:start + chunk_size] for x in inputs], start, tick, every)
+            _report_progress(progress, done + checker.steps, steps)
         return checker.report(described, total)
 
     traced = recorded_trace(ir, model)
@@ -140,5 +151,5 @@ def _report_progress(progress, done: int, total: int) -> None:
     if callable(progress):
         progress(done, total)
     elif progress:
-        print(f"\rcheck_exactness: chunk {done}/{total}", end="\n" if done == total else "",
-              file=sys.stderr, flush=True)
+        print(f"\rcheck_exactness: {100 * done // max(total, 1)}%",
+              end="\n" if done == total else "", file=sys.stderr, flush=True)

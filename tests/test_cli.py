@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import math
 import shutil
@@ -15,8 +16,10 @@ import pytest
 import torch
 
 import ncet
-from ncet.cli import main
+from ncet import check_exactness
+from ncet.cli import commands, main
 from ncet.cli.parser import build_parser, input_shape
+from ncet.cli.progress import ProgressBar
 from ncet.cli.records import dumps
 from ncet.examples import load_example
 
@@ -265,9 +268,35 @@ def test_too_few_input_shapes_is_reported_as_a_rejection(models, capsys):
 def test_check_shows_progress_and_certifies_an_exact_model():
     result = run("check", "mlp", "--samples", "4")
     assert result.returncode == 0, result.stderr
-    assert "checking 8 nodes on 12 samples [" in result.stderr and "chunks" in result.stderr
+    assert "checking 8 nodes on 12 samples [" in result.stderr and "100%" in result.stderr
     assert "exact within the certified bounds on 12 samples" in result.stdout
     assert "layers_3  LeakyReLU" in result.stdout
+
+
+def test_check_runs_in_the_default_chunks_and_shows_progress_within_them(monkeypatch, capsys):
+    # the progress bar moves as nodes are walked, so the check need not be cut into small
+    # chunks for it (chunks of a few samples made a 300-node check 10-13x slower)
+    seen = []
+
+    def recording(*args, **kwargs):
+        seen.append(kwargs)
+        return check_exactness(*args, **kwargs)
+
+    monkeypatch.setattr(commands, "check_exactness", recording)
+    status, _, _ = call(capsys, "check", "mlp", "--samples", "4", "-q")
+    assert status == 0 and len(seen) == 1
+    assert seen[0].get("chunk_size") is None and seen[0]["progress"] is False
+
+
+def test_progress_bar_writes_a_line_per_tenth_off_a_terminal():
+    stream = io.StringIO()
+    bar = ProgressBar("checking", stream)
+    for done in range(0, 101, 5):
+        bar(done, 100)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 11 and lines[0].startswith("checking [" + "." * 30 + "]   0%")
+    assert lines[5].startswith("checking [" + "#" * 15 + "." * 15 + "]  50%")
+    assert lines[-1].startswith("checking [" + "#" * 30 + "] 100%")
 
 
 def test_check_json_reports_every_node(models, capsys):

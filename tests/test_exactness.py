@@ -110,9 +110,34 @@ def test_inputs_without_ir_and_progress():
     report = ncet.check_exactness(model, x, chunk_size=4,
                                   progress=lambda done, total: calls.append((done, total)))
     assert report.ok and report.inputs == "10 given samples"
-    assert calls == [(1, 3), (2, 3), (3, 3)]
+    # three chunks: progress counts node steps, and every chunk's end is reported
+    total = calls[-1][1]
+    steps = total // 3
+    assert total == 3 * steps and steps >= len(report.entries)
+    assert {t for _, t in calls} == {total}
+    assert [d for d, _ in calls] == sorted({d for d, _ in calls})  # strictly increasing
+    assert {steps, 2 * steps, total} <= {d for d, _ in calls} and calls[-1] == (total, total)
     with pytest.raises(ValueError, match="GraphIR or example inputs"):
         ncet.check_exactness(model)
+
+
+def test_progress_moves_within_one_chunk():
+    # a deep model checked in one chunk still reports progress as its nodes are walked
+    model = nn.Sequential(*[nn.ReLU() for _ in range(400)]).eval()
+    calls = []
+    report = ncet.check_exactness(model, torch.randn(5, 3),
+                                  progress=lambda done, total: calls.append((done, total)))
+    assert report.ok
+    done = [d for d, _ in calls]
+    assert 50 <= len(calls) <= ncet.exactness.PROGRESS_UPDATES + 1
+    assert done == sorted(set(done)) and calls[-1] == (402, 402)  # input, 400 ReLU, output
+
+
+def test_progress_printed_as_a_percentage(capsys):
+    model = nn.Sequential(*[nn.ReLU() for _ in range(20)]).eval()
+    ncet.check_exactness(model, torch.randn(5, 3), progress=True)
+    err = capsys.readouterr().err
+    assert err.endswith("check_exactness: 100%\n") and "check_exactness: 50%" in err
 
 
 class Aliasing(nn.Module):

@@ -568,7 +568,9 @@ def test_workbench_is_lazy_and_run_exactness_fills_the_panel(monkeypatch):
     assert calls == []
     report = bench.run_exactness(samples_per_scale=2, chunk_size=2)
     assert len(calls) == 1 and callable(calls[0]["progress"])
-    assert bench.progress.max == 3 and bench.progress.value == bench.progress.max
+    # three chunks of node steps, and the bar ends full
+    assert bench.progress.max % 3 == 0 and bench.progress.max > 3
+    assert bench.progress.value == bench.progress.max
     assert bench.exactness_report is report and report.ok
     assert bench.exactness in bench.children[2].children
     assert Rows(bench.exactness.table.value).nodes == [e.name for e in report.entries]

@@ -61,7 +61,7 @@ class Workbench(W.Tab):
         self.run_button = W.Button(description="Run exactness check", button_style="primary",
                                    disabled=not self.report.ok, layout=W.Layout(width="220px"))
         self.run_button.add_class("ncet-run-exactness")
-        self.progress = W.IntProgress(value=0, min=0, max=1, description="chunks")
+        self.progress = W.IntProgress(value=0, min=0, max=1, description="checking")
         self.progress.add_class("ncet-progress")
         self.status = W.HTML(self._idle_text())
         self.status.add_class("ncet-exactness-status")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
-import math
 import shlex
 import sys
 from pathlib import Path
@@ -25,10 +24,6 @@ from .targets import Target, TargetError, load_target
 
 OK, FAILED = 0, 1
 """Exit statuses; argparse and UsageError give 2."""
-
-PROGRESS_STEPS = 20
-"""About how many chunks check_exactness runs in, so the progress bar moves smoothly."""
-
 
 class UsageError(Exception):
     """The arguments parse but do not name something usable; reported as exit status 2."""
@@ -177,11 +172,10 @@ def _load(args: argparse.Namespace) -> Target:
 def _check(args: argparse.Namespace, target: Target, report: ConversionReport
            ) -> ExactnessReport:
     samples = args.samples * len(DEFAULT_SCALES)
-    chunk = max(1, min(64, math.ceil(samples / PROGRESS_STEPS)))
     progress = False if args.quiet else ProgressBar(
         f"checking {len(report.graph.nodes)} nodes on {samples} samples")
     return check_exactness(target.model, report.graph, samples_per_scale=args.samples,
-                           seed=args.seed, chunk_size=chunk, progress=progress)
+                           seed=args.seed, progress=progress)
 
 
 def _evaluate_against_eager(model, report: ConversionReport, shapes) -> float:

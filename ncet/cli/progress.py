@@ -30,8 +30,8 @@ class ProgressBar:
     def __call__(self, done: int, total: int) -> None:
         fraction = done / total if total else 1.0
         filled = round(WIDTH * fraction)
-        line = (f"{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] {done}/{total} chunks"
-                f" {time.monotonic() - self.start:.1f}s")
+        line = (f"{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] "
+                f"{int(100 * fraction):3d}% {time.monotonic() - self.start:.1f}s")
         if self.tty:
             self.stream.write("\r" + line + ("\n" if done >= total else ""))
         elif int(fraction * 10) > self.last_tenth:
