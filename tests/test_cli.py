@@ -273,7 +273,7 @@ def test_check_shows_progress_and_certifies_an_exact_model():
     assert "layers_3  LeakyReLU" in result.stdout
 
 
-def test_check_runs_in_the_default_chunks_and_shows_progress_within_them(monkeypatch, capsys):
+def test_check_runs_in_the_default_chunks(monkeypatch, capsys):
     # the progress bar moves as nodes are walked, so the check need not be cut into small
     # chunks for it (chunks of a few samples made a 300-node check 10-13x slower)
     seen = []
