@@ -334,7 +334,10 @@ def test_exactness_panel_drives_the_scatter_and_states_the_arithmetic(lenet_exac
     assert "conv1 (Conv2d)" in first
     panel.node.value = "fc3"
     assert "fc3 (Linear)" in panel.scatter.value and panel.scatter.value != first
-    assert Rows(panel.table.value).nodes == [e.name for e in report.entries]
+    rows = Rows(panel.table.value).rows
+    assert [node for node, _ in rows] == [e.name for e in report.entries]
+    for entry, (_, cells) in zip(report.entries, rows):  # the source line, with its code
+        assert entry.source_text and cells[2] == f"{entry.location} `{entry.source_text}`"
     html = panel.to_html()
     assert html == widgets.exactness_html(report, "fc3")  # deterministic
     assert " at 0x" not in html and "<svg" in html
@@ -379,7 +382,7 @@ def test_exactness_panel_pages_the_table_in_graph_and_worst_order(lenet_exactnes
     # The cells are the entries' numbers.
     first = Rows(panel.table.value).rows[0]
     assert first[1][:2] == [worst[50].name, worst[50].op_type]
-    assert first[1][4] == f"{worst[50].local_ratio:.3g}"
+    assert first[1][5] == f"{worst[50].local_ratio:.3g}"  # node, op_type, source, error, bound
 
 
 def test_exactness_figure_draws_many_nodes_and_bounds_near_overflow(lenet_exactness):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import ncet
+from ncet.errors import quote_source
 
 from .figures import (
     exactness_figure,
@@ -75,8 +76,8 @@ MAX_STATIC_ROWS = 500
 """The static form's per-node table holds at most this many rows (the worst ones): beyond,
 the HTML would grow by hundreds of characters per node."""
 
-NODE_HEADERS = ("node", "op_type", "local error", "local bound", "ratio", "e2e error",
-                "e2e bound", "ratio", "")
+NODE_HEADERS = ("node", "op_type", "source", "local error", "local bound", "ratio",
+                "e2e error", "e2e bound", "ratio", "")
 
 
 def worst_ratio(entry) -> float:
@@ -98,7 +99,9 @@ def node_row_html(entry) -> str:
     e = entry
     return (f'<tr data-node="{escape(e.name)}"'
             f'{" class=problem" if e.violated else ""}><td><code>{escape(e.name)}</code></td>'
-            f"<td>{escape(e.op_type)}</td><td>{e.local_max_error:.3g}</td>"
+            f"<td>{escape(e.op_type)}</td>"
+            f"<td><code>{escape(quote_source(e.location, e.source_text) or '-')}</code></td>"
+            f"<td>{e.local_max_error:.3g}</td>"
             f"<td>{e.local_bound:.3g}</td><td>{e.local_ratio:.3g}</td>"
             f"<td>{e.e2e_max_error:.3g}</td><td>{e.e2e_bound:.3g}</td><td>{e.e2e_ratio:.3g}</td>"
             f"<td>{'VIOLATED' if e.violated else ''}</td></tr>")
