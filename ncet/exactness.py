@@ -22,8 +22,9 @@ CHUNK_ELEMENTS = 2 ** 20
 (8 MiB in float64). Fewer, larger chunks mean fewer tensor operations per sample."""
 
 PROGRESS_UPDATES = 100
-"""About how many times check_exactness reports progress: at the end of every chunk, and
-within chunks every so many nodes, so that a check of one large chunk moves too."""
+"""check_exactness reports progress at most this many times before its final report: each
+time another 1/PROGRESS_UPDATES of the node steps is done, within chunks too, so that a
+check of one large chunk moves."""
 
 DEFAULT_SCALES = (1e-6, 1.0, 1e4)
 """Input magnitudes of the generated inputs: tiny, unit and large."""
@@ -85,8 +86,9 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         local: Run the node-local check.
         end_to_end: Run the end-to-end check.
         progress: True to print progress to stderr, or a callback(done, total): done of
-            total node steps (the graph's nodes times the chunks), called at the end of
-            every chunk and, within chunks, about `PROGRESS_UPDATES` times in all.
+            total node steps (the graph's nodes times the chunks), at most
+            `PROGRESS_UPDATES` + 1 calls, never backwards (not even when the model is traced
+            again and checked a second time), the last with done == total.
         keep_samples: Elements per node whose PyTorch and reference values are kept for
             `report.value_sample` (chosen from `seed`); 0 keeps none. The output error
             sample (`report.output_error_sample`, up to 4096 elements per output) is
@@ -122,6 +124,8 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         widest = max((math.prod(n.shape) for n in ir.nodes if n.shape is not None), default=1)
         chunk_size = max(1, CHUNK_ELEMENTS // max(widest, 1))
 
+    reporter = _Progress(progress)
+
     def check(traced: Traced) -> ExactnessReport:
         checker = Checker(model, traced, ir, read_arithmetic_model(), local, end_to_end)
         total = inputs[0].shape[0]
@@ -132,19 +136,44 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         for i, start in enumerate(starts):
             done = i * checker.steps
             tick = None if not progress else \
-                (lambda step, done=done: _report_progress(progress, done + step, steps))
+                (lambda step, done=done: reporter(done + step, steps))
             checker.run([x[start:start + chunk_size] for x in inputs], start, tick, every)
-            _report_progress(progress, done + checker.steps, steps)
+            reporter(done + checker.steps, steps)
         return checker.report(described, total)
 
     traced = recorded_trace(ir, model)
     if traced is not None:
         report = check(traced)
         if not report.traced_differs:
+            reporter.finish()
             return report
         # forward() may behave differently since convert: check the model's current trace,
         # so that a difference is found at its node and not only at the outputs
-    return check(trace_model(model, len(ir.inputs)))
+    report = check(trace_model(model, len(ir.inputs)))
+    reporter.finish()
+    return report
+
+
+class _Progress:
+    """check_exactness's progress reports: one each time another 1/PROGRESS_UPDATES of the
+    steps is done, never backwards (a second pass over a retraced model reports only once
+    it passes the first), and (total, total) once, when the check is done."""
+
+    def __init__(self, progress: bool | Callable[[int, int], None]):
+        self.progress = progress
+        self.reached = 0  # hundredths (for PROGRESS_UPDATES = 100) reported so far
+        self.total = 0
+
+    def __call__(self, done: int, total: int) -> None:
+        self.total = total
+        reached = done * PROGRESS_UPDATES // max(total, 1)
+        if self.progress and done < total and reached > self.reached:
+            self.reached = reached
+            _report_progress(self.progress, done, total)
+
+    def finish(self) -> None:
+        if self.progress and self.total:
+            _report_progress(self.progress, self.total, self.total)
 
 
 def _report_progress(progress, done: int, total: int) -> None:

@@ -273,9 +273,10 @@ def test_check_shows_progress_and_certifies_an_exact_model():
     assert "layers_3  LeakyReLU" in result.stdout
 
 
-def test_check_runs_in_the_default_chunks(monkeypatch, capsys):
-    # the progress bar moves as nodes are walked, so the check need not be cut into small
-    # chunks for it (chunks of a few samples made a 300-node check 10-13x slower)
+@pytest.mark.parametrize("quiet", [False, True], ids=["progress-bar", "quiet"])
+def test_check_runs_in_the_default_chunks(monkeypatch, capsys, quiet):
+    # the progress bar moves as nodes are walked, so the check is not cut into small chunks
+    # for it (chunks of 5 samples made a 300-node check 10-14x slower)
     seen = []
 
     def recording(*args, **kwargs):
@@ -283,9 +284,12 @@ def test_check_runs_in_the_default_chunks(monkeypatch, capsys):
         return check_exactness(*args, **kwargs)
 
     monkeypatch.setattr(commands, "check_exactness", recording)
-    status, _, _ = call(capsys, "check", "mlp", "--samples", "4", "-q")
-    assert status == 0 and len(seen) == 1
-    assert seen[0].get("chunk_size") is None and seen[0]["progress"] is False
+    status, _, err = call(capsys, "check", "mlp", "--samples", "4", *(["-q"] if quiet else []))
+    assert status == 0 and len(seen) == 1 and "chunk_size" not in seen[0]
+    if quiet:
+        assert seen[0]["progress"] is False and err == ""
+    else:
+        assert isinstance(seen[0]["progress"], ProgressBar) and "100%" in err
 
 
 def test_progress_bar_writes_a_line_per_tenth_off_a_terminal():

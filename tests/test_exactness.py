@@ -103,34 +103,51 @@ def test_chunked_runs_check_every_sample():
     assert exact_ops and all(e.local_max_error == 0 for e in exact_ops)
 
 
+def checked_with_progress(model, *inputs, **options):
+    """check_exactness with a progress callback; the report and the calls, after asserting
+    what every progress report must hold: at most PROGRESS_UPDATES + 1 calls, the fraction
+    done strictly increasing, the last call (total, total)."""
+    calls = []
+    report = ncet.check_exactness(model, *inputs, **options,
+                                  progress=lambda done, total: calls.append((done, total)))
+    fractions = [done / total for done, total in calls]
+    assert 2 <= len(calls) <= ncet.exactness.PROGRESS_UPDATES + 1
+    assert fractions == sorted(set(fractions)) and calls[-1][0] == calls[-1][1]
+    return report, calls
+
+
 def test_inputs_without_ir_and_progress():
     model, shapes = load_example("mlp")
-    calls = []
-    x = torch.randn(10, *shapes[0])
-    report = ncet.check_exactness(model, x, chunk_size=4,
-                                  progress=lambda done, total: calls.append((done, total)))
+    report, calls = checked_with_progress(model, torch.randn(10, *shapes[0]), chunk_size=4)
     assert report.ok and report.inputs == "10 given samples"
-    # three chunks: progress counts node steps, and every chunk's end is reported
-    total = calls[-1][1]
-    steps = total // 3
-    assert total == 3 * steps and steps >= len(report.entries)
+    total = calls[-1][1]  # node steps: three chunks of every node
+    assert total % 3 == 0 and total // 3 >= len(report.entries)
     assert {t for _, t in calls} == {total}
-    assert [d for d, _ in calls] == sorted({d for d, _ in calls})  # strictly increasing
-    assert {steps, 2 * steps, total} <= {d for d, _ in calls} and calls[-1] == (total, total)
     with pytest.raises(ValueError, match="GraphIR or example inputs"):
         ncet.check_exactness(model)
 
 
-def test_progress_moves_within_one_chunk():
+@pytest.mark.parametrize("depth", [197, 400])
+def test_progress_moves_within_one_chunk(depth):
     # a deep model checked in one chunk still reports progress as its nodes are walked
-    model = nn.Sequential(*[nn.ReLU() for _ in range(400)]).eval()
-    calls = []
-    report = ncet.check_exactness(model, torch.randn(5, 3),
-                                  progress=lambda done, total: calls.append((done, total)))
-    assert report.ok
-    done = [d for d, _ in calls]
-    assert 50 <= len(calls) <= ncet.exactness.PROGRESS_UPDATES + 1
-    assert done == sorted(set(done)) and calls[-1] == (402, 402)  # input, 400 ReLU, output
+    model = nn.Sequential(*[nn.ReLU() for _ in range(depth)]).eval()
+    report, calls = checked_with_progress(model, torch.randn(5, 3))
+    assert report.ok and len(calls) >= 50
+    assert calls[-1] == (depth + 2, depth + 2)  # input, the ReLUs, output
+
+
+def test_progress_of_many_small_chunks_is_throttled():
+    model, shapes = load_example("mlp")
+    report, calls = checked_with_progress(model, torch.randn(300, *shapes[0]), chunk_size=1)
+    assert report.ok and len(calls) >= 50  # 300 chunks, at most 101 reports
+
+
+def test_progress_never_goes_back_when_the_model_is_traced_again():
+    # the recorded trace's outputs differ from eager execution: the check runs a second
+    # time on a fresh trace, and the progress it reports continues instead of restarting
+    model = Aliasing()
+    report, _ = checked_with_progress(model, ncet.convert(model, (4,)))
+    assert report.traced_differs
 
 
 def test_progress_printed_as_a_percentage(capsys):
