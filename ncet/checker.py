@@ -136,9 +136,9 @@ class Checker:
 
     # --- one chunk ------------------------------------------------------------------
     def run(self, chunk: list[torch.Tensor], start: int = 0,
-            tick: Callable[[int], None] | None = None, every: int = 1) -> None:
+            tick: Callable[[int], None] | None = None) -> None:
         """Check one chunk of samples (those from `start` on), calling `tick(nodes done)`
-        after every `every` nodes but the last."""
+        after each node."""
         fx_env: dict[torch.fx.Node, torch.Tensor] = {}
         self.as_f64: dict[str, torch.Tensor] = {}  # PyTorch's values, converted once
         ref: dict[str, torch.Tensor | None] = {}
@@ -169,7 +169,7 @@ class Checker:
                     radius.pop(used.name, None)
                     self.as_f64.pop(used.name, None)
                     fx_env.pop(used, None)
-                if tick is not None and step % every == 0 and step < self.steps:
+                if tick is not None:
                     tick(step)
 
     def _check_node(self, node: IRNode, fx_env, ref, radius) -> None:

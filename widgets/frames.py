@@ -114,6 +114,11 @@ def reason_summary(code: str) -> str:
     return getattr(reason, "summary", "") if reason is not None else ""
 
 
+def source_cell(location: str, source_text: str) -> str:
+    """A `<td>` quoting a source line as messages do: file:line `code`, or "-" without one."""
+    return f"<td><code>{escape(quote_source(location, source_text) or '-')}</code></td>"
+
+
 def sentence(text: str) -> str:
     """Capitalise the first letter; '-' for an empty text."""
     return text[:1].upper() + text[1:] if text else "-"
@@ -144,7 +149,7 @@ def boundary_html(report: ncet.ConversionReport, code: str | None = None) -> str
         body = "".join(
             f'<tr data-node="{escape(r.fx_name)}"><td><code>{escape(r.fx_name)}</code></td>'
             f"<td><code>{escape(r.spelling)}</code></td>"
-            f"<td><code>{escape(quote_source(r.location, r.source_text) or '-')}</code></td>"
+            f"{source_cell(r.location, r.source_text)}"
             f"<td>{escape(r.message)}</td>"
             f'<td class="hint">{escape(sentence(r.hint))}</td></tr>'
             for r in group.itertuples(index=False))

@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import ncet
-from ncet.errors import quote_source
 
 from .figures import (
     exactness_figure,
@@ -14,7 +13,7 @@ from .figures import (
     output_error_figure,
     scatter_figure,
 )
-from .frames import escape
+from .frames import escape, source_cell
 from .graph import graph_figure
 
 MAX_SVG_POINTS = 400
@@ -100,7 +99,7 @@ def node_row_html(entry) -> str:
     return (f'<tr data-node="{escape(e.name)}"'
             f'{" class=problem" if e.violated else ""}><td><code>{escape(e.name)}</code></td>'
             f"<td>{escape(e.op_type)}</td>"
-            f"<td><code>{escape(quote_source(e.location, e.source_text) or '-')}</code></td>"
+            f"{source_cell(e.location, e.source_text)}"
             f"<td>{e.local_max_error:.3g}</td>"
             f"<td>{e.local_bound:.3g}</td><td>{e.local_ratio:.3g}</td>"
             f"<td>{e.e2e_max_error:.3g}</td><td>{e.e2e_bound:.3g}</td><td>{e.e2e_ratio:.3g}</td>"
