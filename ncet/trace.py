@@ -31,7 +31,8 @@ _TRACE_CODE = torch.fx.Tracer.trace.__code__
 
 
 class _LocatingTracer(torch.fx.Tracer):
-    """A Tracer that records the user's file:line of every node in `node.meta["location"]`,
+    """A Tracer that records where the user's code created each node in
+    `node.meta["location"]` (`file.py:line`, or `In [n], line k` in a notebook cell),
     and the text of that line, when Python's linecache has it, in `node.meta["source_text"]`.
 
     Walking a few frames is much cheaper than FX's full `record_stack_traces`. Buffers are
@@ -43,8 +44,8 @@ class _LocatingTracer(torch.fx.Tracer):
 
     def __init__(self):
         super().__init__()
-        # code object -> basename of its file, or None for torch and NCET machinery;
-        # per tracer, so that no code object outlives the trace
+        # code object -> its place in the user's code (see `_user_file`), or None for torch
+        # and NCET machinery; per tracer, so that no code object outlives the trace
         self._user_files: dict[types.CodeType, str | None] = {}
         self.stowed: dict[str, torch.Tensor] = {}
 
@@ -75,7 +76,7 @@ class _LocatingTracer(torch.fx.Tracer):
                 if name is not None:  # a file edited since linecache read it is read again
                     linecache.checkcache(code.co_filename)
             if name is not None:
-                node.meta["location"] = f"{name}:{frame.f_lineno}"
+                node.meta["location"] = located(name, frame.f_lineno)
                 node.meta["source_text"] = source_text(code.co_filename, frame.f_lineno)
                 break
             frame = frame.f_back
@@ -100,9 +101,10 @@ a traced value, say) is reported at the user's line that called them."""
 
 
 def failure_location(exc: BaseException) -> tuple[str, str]:
-    """The file:line and text of the line FX could not trace: the innermost frame of the
-    user's code in the traceback of an exception raised while tracing, preferring code
-    outside the standard library and installed packages; ("", "") if there is none."""
+    """The location (as `located` writes it) and text of the line FX could not trace: the
+    innermost frame of the user's code in the traceback of an exception raised while
+    tracing, preferring code outside the standard library and installed packages; ("", "")
+    if there is none."""
     frames = []
     tb = exc.__traceback__
     while tb is not None:
@@ -116,14 +118,33 @@ def failure_location(exc: BaseException) -> tuple[str, str]:
     own = [f for f in frames if not f[0].startswith(_LIBRARY_DIRS)]
     filename, name, line = (own or frames)[-1]
     linecache.checkcache(filename)
-    return f"{name}:{line}", source_text(filename, line)
+    return located(name, line), source_text(filename, line)
+
+
+def located(place: str, line: int) -> str:
+    """A source location as tables, messages and reports show it: `model.py:12` for a file,
+    `In [3], line 12` for a notebook cell (as IPython's own tracebacks name cells)."""
+    return f"{place}, line {line}" if place.startswith("In [") else f"{place}:{line}"
 
 
 def _user_file(filename: str) -> str | None:
-    """The basename of a file of the user's code; None for torch and NCET machinery."""
+    """Where `filename` is in the user's code: `In [n]` for the code of an IPython cell (its
+    execution count), the file's basename otherwise; None for torch and NCET machinery."""
     if filename.startswith((_TORCH_DIR, *_NCET_MACHINERY)) or "<eval_with" in filename:
         return None
-    return os.path.basename(filename)
+    count = _cell_execution_count(filename)
+    return os.path.basename(filename) if count is None else f"In [{count}]"
+
+
+def _cell_execution_count(filename: str) -> int | None:
+    """The execution count of the IPython cell whose code was compiled as `filename`, from
+    IPython's registry of cells (its compiler's file-name map), or None when `filename` is
+    not a cell. IPython is consulted only when it is already running: never imported here."""
+    ipython = sys.modules.get("IPython")
+    shell = ipython.get_ipython() if ipython is not None else None
+    cells = getattr(getattr(shell, "compile", None), "_filename_map", None)
+    count = cells.get(filename) if isinstance(cells, dict) else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 class _LeafRoot(nn.Module):
