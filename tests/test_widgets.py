@@ -7,6 +7,7 @@ import html
 import subprocess
 import sys
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from torch import nn
@@ -634,3 +635,60 @@ def test_static_html_is_the_same_in_another_process():
     import hashlib
 
     assert result.stdout.strip() == str([hashlib.sha256(h.encode()).hexdigest() for h in forms])
+
+
+# --- the display: the live widget and its static HTML ----------------------------------------
+
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+def views_of(name: str, lenet_exactness) -> dict:
+    model, shapes = load_example(name)
+    bench = widgets.Workbench(model, *shapes)
+    return {"Workbench": bench, "MappingTable": bench.mapping, "BoundaryPanel": bench.boundary,
+            "GraphView": bench.graph, "ExactnessPanel": widgets.ExactnessPanel(lenet_exactness)}
+
+
+@pytest.mark.parametrize("view", ["Workbench", "MappingTable", "BoundaryPanel", "GraphView",
+                                  "ExactnessPanel"])
+def test_every_view_displays_its_static_html_beside_the_widget(view, lenet_exactness):
+    widget = views_of("lenet", lenet_exactness)[view]
+    bundle = widget._repr_mimebundle_()
+    assert bundle[WIDGET_VIEW]["model_id"] == widget.model_id
+    assert bundle["text/html"] == widget.to_html()
+    assert bundle["text/plain"].startswith(f"<{view} widget") and "children=" not in \
+        bundle["text/plain"]
+
+
+def test_the_displayed_mapping_table_of_a_large_model_is_capped_but_to_html_is_whole():
+    from ncet.widgets.display import STATIC_ROWS
+
+    report = ncet.diagnose(chain(STATIC_ROWS // 2 + 10), (3,))  # two FX nodes per block
+    table = widgets.MappingTable(report)
+    shown_rows = Rows(table._repr_mimebundle_()["text/html"]).nodes
+    assert shown_rows == [r.fx_name for r in report.rows][:STATIC_ROWS]
+    assert f"and {len(report.rows) - STATIC_ROWS} more nodes" in \
+        table._repr_mimebundle_()["text/html"]
+    assert len(Rows(table.to_html()).nodes) == len(report.rows)
+
+
+@pytest.mark.parametrize("notebook", ["quickstart.ipynb", "residual-cnn-end-to-end.ipynb"])
+def test_a_stored_notebook_shows_the_workbench_tables_without_a_kernel(notebook):
+    """nbconvert, like GitHub and nbviewer, has no widget state for the stored Workbench: it
+    shows the static HTML, with the mapping table's rows."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    path = Path(__file__).resolve().parents[1] / "notebooks" / notebook
+    nb = nbformat.read(path, as_version=4)
+    cells = [c for c in nb.cells if c.cell_type == "code"
+             and any(WIDGET_VIEW in o.get("data", {}) for o in c.outputs)]
+    assert cells, f"{notebook} displays no widget"
+    for cell in cells:
+        (output,) = [o for o in cell.outputs if WIDGET_VIEW in o.get("data", {})]
+        assert "ncet-static" in output.data["text/html"], f"{notebook}: no static form stored"
+    page, _ = HTMLExporter().from_notebook_node(nb)
+    assert 'class="ncet-mapping"' in page and "ncet-workbench-static" in page
+    assert "Workbench(children=" not in page and "Error displaying widget" not in page
+    rows = Rows(page).nodes
+    assert rows, "no mapping-table rows rendered"

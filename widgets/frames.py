@@ -187,11 +187,16 @@ def mapping_table_html(frame: pd.DataFrame) -> str:
             f"<tbody>{mapping_rows_html(frame)}</tbody></table>")
 
 
-def mapping_html(report: ncet.ConversionReport) -> str:
-    """The whole mapping table as static HTML: the summary, then every FX node."""
+def mapping_html(report: ncet.ConversionReport, max_rows: int | None = None) -> str:
+    """The mapping table as static HTML: the summary, then every FX node (the first
+    `max_rows` of them, and a line saying how many more, when `max_rows` is given)."""
+    frame = mapping_frame(report)
+    more = 0 if max_rows is None else max(len(frame) - max_rows, 0)
+    note = (f"<p>… and {more} more nodes: the live table (or <code>to_html()</code>) has "
+            "them all.</p>") if more else ""
     return (f'<div class="ncet-static ncet-mapping-static">{_STYLE}'
-            f"<p>{escape(report.summary())}</p>{mapping_table_html(mapping_frame(report))}"
-            "</div>")
+            f"<p>{escape(report.summary())}</p>"
+            f"{mapping_table_html(frame if not more else frame.iloc[:max_rows])}{note}</div>")
 
 
 def tensor_stats(tensor: torch.Tensor) -> dict[str, str]:

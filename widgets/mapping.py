@@ -8,6 +8,7 @@ import pandas as pd
 
 import ncet
 
+from .display import STATIC_ROWS, StaticFallback
 from .frames import (
     SEARCHED_COLUMNS,
     escape,
@@ -27,7 +28,7 @@ NO_OP_TYPE = "-"
 _STATUS_ORDER = ("mapped", "lifted", "unsupported", "boundary", "skipped")
 
 
-class MappingTable(Paged, W.VBox):
+class MappingTable(StaticFallback, Paged, W.VBox):
     """Every FX node -> op_type with spelling, module, shape, constants and status.
 
     The rows are computed once into a DataFrame; filters and search are vectorised over
@@ -135,9 +136,13 @@ class MappingTable(Paged, W.VBox):
         self._selected = fx_name
         self._turn_to(int(where) // self.page_size + 1)
 
-    def to_html(self) -> str:
-        """The static form: the summary and every row, deterministic (for nbval)."""
-        return mapping_html(self.report)
+    def to_html(self, max_rows: int | None = None) -> str:
+        """The static form: the summary and every row (the first `max_rows`, when given),
+        deterministic (for nbval)."""
+        return mapping_html(self.report, max_rows)
+
+    def _static_html(self) -> str:
+        return self.to_html(STATIC_ROWS)
 
     # -- internals ----------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ import ipywidgets as W
 
 import ncet
 
+from .display import StaticFallback
 from .figures import exactness_figure, output_error_figure, scatter_figure
 from .frames import boundary_frame, boundary_html, escape
 from .graph import graph_figure, page_bounds
@@ -25,7 +26,7 @@ from .static import (
 ALL = "all"
 
 
-class BoundaryPanel(W.VBox):
+class BoundaryPanel(StaticFallback, W.VBox):
     """Rejected nodes grouped by reason code, each with its message, source line and hint;
     "no problems" when the model converts.
 
@@ -55,7 +56,7 @@ class BoundaryPanel(W.VBox):
         return boundary_html(self.report)
 
 
-class ExactnessPanel(Paged, W.VBox):
+class ExactnessPanel(StaticFallback, Paged, W.VBox):
     """check_exactness's result: the verdict, per-node error against the certified bound on
     a log axis, the output error histogram, a node chooser driving the torch-vs-reference
     scatter, the arithmetic model, and the per-node table, paged.
@@ -219,7 +220,7 @@ class ExactnessPanel(Paged, W.VBox):
         self.next.disabled = self.page.value >= self.pages
 
 
-class GraphView(W.VBox):
+class GraphView(StaticFallback, W.VBox):
     """The IR drawn as a DAG coloured by op_type; pages of `max_nodes` nodes beyond that.
 
     Attributes:

@@ -11,6 +11,7 @@ from torch import nn
 
 import ncet
 
+from .display import STATIC_ROWS, StaticFallback
 from .frames import escape, mapping_html
 from .mapping import MappingTable
 from .panels import BoundaryPanel, ExactnessPanel, GraphView
@@ -22,7 +23,7 @@ TITLES = ("Mapping", "Support boundary", "Exactness", "Graph")
 EXACTNESS_TAB, GRAPH_TAB = 2, 3
 
 
-class Workbench(W.Tab):
+class Workbench(StaticFallback, W.Tab):
     """Everything NCET says about one model, in four tabs.
 
     `diagnose` runs on construction (cheap). The exactness check runs only when asked
@@ -142,10 +143,11 @@ class Workbench(W.Tab):
         if change["new"] == GRAPH_TAB:
             _ = self.graph
 
-    def to_html(self) -> str:
-        """The static form: every view that has been computed, under the tab titles."""
+    def to_html(self, max_rows: int | None = None) -> str:
+        """The static form: every view that has been computed, under the tab titles (the
+        mapping table's first `max_rows` rows, when given)."""
         parts = ['<div class="ncet-static ncet-workbench-static">',
-                 f"<h3>{TITLES[0]}</h3>", mapping_html(self.report),
+                 f"<h3>{TITLES[0]}</h3>", mapping_html(self.report, max_rows),
                  f"<h3>{TITLES[1]}</h3>", self.boundary.to_html(), f"<h3>{TITLES[2]}</h3>"]
         if self.exactness is not None:
             parts.append(exactness_html(self.exactness_report, self.exactness.node.value))
@@ -159,3 +161,6 @@ class Workbench(W.Tab):
             parts.append("<p>No graph: the model does not convert.</p>")
         parts.append("</div>")
         return "".join(parts)
+
+    def _static_html(self) -> str:
+        return self.to_html(STATIC_ROWS)
