@@ -5,7 +5,9 @@
 #   make demo    run the demo: a bundled model and its per-node mapping table
 #   make lint    ruff over the sources
 #   make docs    regenerate docs/support-boundary.md from ncet/boundary.py
-#   make test    lint, then the whole test suite: tests/ and, through nbval, notebooks/
+#   make test    lint, then the whole test suite: tests/ and, through nbval, notebooks/; then
+#                the notebooks again on capped instruction sets and one thread
+#   make notebooks  re-execute every notebook and store its outputs (after changing one)
 #   make clean   remove .venv, build output and caches
 #
 # Every install goes through constraints.txt: it pins torch to the CPU build on local disk.
@@ -19,7 +21,13 @@ STAMP  := $(VENV)/.stamp
 # on a missing path).
 LINT_PATHS := $(wildcard ncet widgets tests benchmarks notebooks)
 
-.PHONY: venv demo lint docs test clean
+# The notebooks' second run: PyTorch's kernels capped at AVX2 (oneDNN, MKL, ATen) and one
+# thread. Their stored outputs were made on some other CPU and thread count, so an output that
+# depends on the CPU's rounding fails here on every machine, not only on some.
+PORTABLE := ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 \
+            OMP_NUM_THREADS=1
+
+.PHONY: venv demo lint docs test notebooks clean
 
 venv: $(STAMP)
 
@@ -39,12 +47,16 @@ lint: venv
 docs: venv
 	$(BIN)/python -m ncet.boundary > docs/support-boundary.md
 
-# pytest exits 5 when it collects no tests; that fails this target, on purpose.
+# pytest exits 5 when it collects no tests; that fails this target, on purpose (both runs).
 # pyproject.toml's [tool.pytest.ini_options] makes this run tests/ and notebooks/, the notebooks
 # under nbval (stored outputs compared, notebooks/sanitize.cfg masking addresses and ids); the
 # browser tests drive Debian's /usr/bin/chromium (Playwright never downloads a browser).
 test: lint
 	$(BIN)/python -m pytest
+	env $(PORTABLE) $(BIN)/python -m pytest notebooks/ -p no:cacheprovider
+
+notebooks: venv
+	$(BIN)/python notebooks/refresh.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis
