@@ -32,11 +32,6 @@ def gamma(k: float, u: float) -> float:
     return k * u / (1 - k * u)
 
 
-def _flushes_denormals() -> bool:
-    tiny = torch.tensor([2.0 ** -140], dtype=torch.float32)
-    return bool((tiny * 1.5)[0] == 0)
-
-
 @dataclass(frozen=True)
 class ArithmeticModel:
     """The arithmetic the bounds assume, read from the backend flags in force.
@@ -66,40 +61,112 @@ class ArithmeticModel:
         return "; ".join((*self.notes, f"flags: {flags}"))
 
 
-def read_arithmetic_model() -> ArithmeticModel:
-    """Read PyTorch's precision flags and declare the arithmetic they imply."""
-    mkldnn = torch.backends.mkldnn
-    flags = {
-        "float32_matmul_precision": torch.get_float32_matmul_precision(),
-        "mkldnn.fp32_precision": str(getattr(mkldnn, "fp32_precision", "n/a")),
-        "mkldnn.matmul.fp32_precision": str(getattr(getattr(mkldnn, "matmul", None),
-                                                    "fp32_precision", "n/a")),
-        "mkldnn.conv.fp32_precision": str(getattr(getattr(mkldnn, "conv", None),
-                                                  "fp32_precision", "n/a")),
-        "mkldnn.enabled": str(torch._C._get_mkldnn_enabled()),
-        "nnpack.enabled": str(torch._C._get_nnpack_enabled()),
-        "flush_denormal": str(_flushes_denormals()),
-        "cuda.matmul.allow_tf32": str(torch.backends.cuda.matmul.allow_tf32),
-        "cudnn.allow_tf32": str(torch.backends.cudnn.allow_tf32),
-    }
-    reduced = [REDUCED_PRECISION_U[v] for v in flags.values() if v in REDUCED_PRECISION_U]
-    operand_u = max(reduced, default=0.0)
+def _read(getter) -> str:
+    """A flag's value as text; a getter that raises (PyTorch refuses to mix its old and new
+    precision APIs) gives "unreadable", which the caller treats as outside the model."""
+    try:
+        return str(getter())
+    except Exception as error:  # noqa: BLE001 - any failure to read is reported, not raised
+        return f"unreadable ({type(error).__name__})"
+
+
+def _attr(path: str):
+    """A getter of `torch.backends.<path>`, "n/a" when this PyTorch has no such flag."""
+    def getter():
+        value = torch.backends
+        for part in path.split("."):
+            value = getattr(value, part, None)
+            if value is None:
+                return "n/a"
+        return value
+    return getter
+
+
+PRECISION_FLAGS = {
+    "float32_matmul_precision": torch.get_float32_matmul_precision,
+    "fp32_precision": _attr("fp32_precision"),
+    "mkldnn.fp32_precision": _attr("mkldnn.fp32_precision"),
+    "mkldnn.matmul.fp32_precision": _attr("mkldnn.matmul.fp32_precision"),
+    "mkldnn.conv.fp32_precision": _attr("mkldnn.conv.fp32_precision"),
+    "mkldnn.enabled": torch._C._get_mkldnn_enabled,
+    "nnpack.enabled": torch._C._get_nnpack_enabled,
+    "cuda.matmul.allow_tf32": _attr("cuda.matmul.allow_tf32"),
+    "cudnn.allow_tf32": _attr("cudnn.allow_tf32"),
+}
+"""PyTorch's precision flags, old API and new, by the name the report shows them under."""
+
+CPU_PRECISION_FLAGS = ("float32_matmul_precision", "fp32_precision", "mkldnn.fp32_precision",
+                       "mkldnn.matmul.fp32_precision", "mkldnn.conv.fp32_precision")
+"""The flags that can lower the precision of float32 matmul/convolution on the CPU."""
+
+
+def _effective(flags: dict[str, str], name: str) -> str:
+    """A precision flag's effective value: in PyTorch's new API "none" inherits from the
+    parent (`mkldnn.matmul` from `mkldnn`, `mkldnn` from the root `fp32_precision`)."""
+    chain = {"mkldnn.matmul.fp32_precision": ("mkldnn.fp32_precision", "fp32_precision"),
+             "mkldnn.conv.fp32_precision": ("mkldnn.fp32_precision", "fp32_precision"),
+             "mkldnn.fp32_precision": ("fp32_precision",)}.get(name, ())
+    for key in (name, *chain):
+        if flags[key] not in ("none", "n/a"):
+            return flags[key]
+    return flags[name]
+
+
+def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> ArithmeticModel:
+    """Read PyTorch's precision flags and oneDNN's math mode, probe what no flag shows
+    (flush-to-zero and denormals-are-zero on every intra-op thread, the rounding mode, and,
+    for the dtypes in `low_precision`, whether their matrix products flush subnormal
+    operands), and declare the arithmetic they imply. Never raises for a flag it cannot
+    read: that is itself outside the model."""
+    from .probes import (
+        probe_low_precision_subnormals,
+        probe_rounding,
+        probe_subnormals,
+        read_fpmath_mode,
+    )
+
+    flags = {name: _read(getter) for name, getter in PRECISION_FLAGS.items()}
+    fpmath_u, fpmath = read_fpmath_mode()
+    if fpmath:
+        flags["onednn.fpmath_mode"] = fpmath.partition("=")[2]
+    flags["mkldnn.available"] = _read(torch.backends.mkldnn.is_available)
     notes = ["IEEE 754 binary arithmetic, round to nearest, any summation order, FMA allowed",
              "u = 2^-24 (float32), 2^-53 (float64); underflow: eta = smallest normal per "
              "rounding, results may flush to zero",
-             "CPU kernels; the CUDA TF32 flags are read but apply to CUDA only"]
-    certified = True
+             "CPU kernels; the CUDA TF32 flags are read but apply to CUDA only",
+             "probed on every intra-op thread: subnormals kept, round to nearest"]
+    outside = []
+    unreadable = [k for k in CPU_PRECISION_FLAGS if flags[k].startswith("unreadable")]
+    if unreadable == ["float32_matmul_precision"] and all(
+            flags[k] not in ("n/a",) for k in CPU_PRECISION_FLAGS[1:]):
+        unreadable = []  # the legacy getter refuses once the new API is used: read that one
+    if unreadable:
+        outside.append(f"the precision flag(s) {', '.join(unreadable)} cannot be read "
+                       "(PyTorch's old and new precision APIs are mixed), so the precision "
+                       "of float32 matmul/convolution is unknown")
+    lowered = [k for k in CPU_PRECISION_FLAGS if _effective(flags, k) in REDUCED_PRECISION_U]
+    reduced = [REDUCED_PRECISION_U[_effective(flags, k)] for k in lowered]
+    operand_u = max([*reduced, fpmath_u], default=0.0)
     if operand_u:
-        notes.append(f"reduced-precision float32 matmul/convolution: operands rounded to "
-                     f"u = 2^{round(math.log2(operand_u))}, accumulated in float32")
-    if flags["flush_denormal"] == "True":
-        certified = False
-        notes.append("NOT CERTIFIED: denormals-are-zero is on (torch.set_flush_denormal(True)): "
-                     "subnormal inputs and constants read as zero")
-    flags["mkldnn.available"] = str(torch.backends.mkldnn.is_available())
+        source = ", ".join([*(f"{k}={_effective(flags, k)}" for k in lowered),
+                            *([fpmath] if fpmath else [])])
+        notes.append(f"reduced-precision float32 matmul/convolution ({source}): operands "
+                     f"rounded to u = 2^{round(math.log2(operand_u))}, accumulated in float32")
+        outside.append(f"reduced-precision float32 matmul/convolution ({source}): oneDNN "
+                       "flushes subnormal operands in these modes, which the widened bound "
+                       "does not cover")
+    for probe in (probe_subnormals, probe_rounding):
+        found = probe()
+        if found:
+            outside.append(found)
+    flags["flush_denormal"] = str(any("-zero" in reason for reason in outside))
+    for dtype in dict.fromkeys(low_precision):
+        found = probe_low_precision_subnormals(dtype)
+        if found:
+            outside.append(found)
     if "False" in (flags["mkldnn.enabled"], flags["mkldnn.available"]) \
             and flags["nnpack.enabled"] == "True":
-        certified = False
-        notes.append("NOT CERTIFIED: oneDNN is disabled, so float32 convolutions may run "
-                     "in NNPACK (Winograd/FFT), whose error the Conv2d bound does not cover")
-    return ArithmeticModel(operand_u, certified, flags, tuple(notes))
+        outside.append("oneDNN is disabled, so float32 convolutions may run in NNPACK "
+                       "(Winograd/FFT), whose error the Conv2d bound does not cover")
+    notes.extend(f"NOT CERTIFIED: {reason}" for reason in outside)
+    return ArithmeticModel(operand_u, not outside, flags, tuple(notes))

@@ -308,8 +308,8 @@ class Checker:
         return total
 
     def _check_outputs(self, chunk, fx_env, ref, radius, start: int) -> None:
-        with torch.random.fork_rng(devices=[]):
-            eager = self.model(*chunk)
+        with torch.random.fork_rng(devices=[]):  # copies: a model may write into its input
+            eager = self.model(*(x.clone() for x in chunk))
         eager = eager if isinstance(eager, (tuple, list)) else (eager,)
         for i, name in enumerate(self.ir.outputs):
             traced = fx_env[self.fx_by_name[name]]

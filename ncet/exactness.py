@@ -10,7 +10,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
-from .arithmetic import read_arithmetic_model
+from .arithmetic import MATMUL_OPS, read_arithmetic_model
 from .checker import Checker
 from .conversion import convert
 from .exactness_report import VALUE_SAMPLE_SIZE, ExactnessReport
@@ -98,7 +98,11 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
         An ExactnessReport (`.ok`, `.first_violation`, `.to_pandas()`).
 
     Raises:
-        ValueError: Neither an IR nor inputs were given, or the IR does not match the model.
+        ValueError: Neither an IR nor inputs were given, the IR does not match the model, the
+            inputs do not match the IR's Input nodes (count, per-sample shape, dtype) or are
+            empty, or the options would check nothing (no samples, no chunk, both checks
+            off): a check of nothing certifies nothing.
+        TypeError: `ir` is not a GraphIR, or an input is not a tensor.
 
     Example:
         >>> report = ncet.check_exactness(model, ir)
@@ -106,28 +110,32 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     """
     if isinstance(ir, torch.Tensor):
         ir, inputs = None, (ir, *inputs)
+    _check_options(samples_per_scale, chunk_size, local, end_to_end, bool(inputs))
     if ir is None:
         if not inputs:
             raise ValueError("give the GraphIR or example inputs, e.g. "
                              "check_exactness(model, ncet.convert(model, (4,)))")
+        _check_tensors(inputs)
         ir = convert(model, *(tuple(x.shape[1:]) for x in inputs), dtype=inputs[0].dtype)
+    if not isinstance(ir, GraphIR):
+        raise TypeError(f"ir must be a GraphIR (from ncet.convert or ncet.load), not "
+                        f"{type(ir).__name__}")
     if inputs:
-        for node, x in zip(ir.inputs, inputs):
-            if str(x.dtype).removeprefix("torch.") != node.dtype:
-                raise ValueError(f"input {node.name!r} is {x.dtype} but the GraphIR was "
-                                 f"converted for {node.dtype}: the bounds assume that "
-                                 "precision; pass inputs of that dtype")
+        _check_inputs(ir, inputs)
         described = f"{inputs[0].shape[0]} given samples"
     else:
         inputs, described = generate_inputs(ir, samples_per_scale, seed)
     if chunk_size is None:
         widest = max((math.prod(n.shape) for n in ir.nodes if n.shape is not None), default=1)
         chunk_size = max(1, CHUNK_ELEMENTS // max(widest, 1))
+    low_precision = tuple(getattr(torch, n.dtype) for n in ir.nodes
+                          if n.op_type in MATMUL_OPS and n.dtype in ("bfloat16", "float16"))
 
     reporter = _Progress(progress)
 
     def check(traced: Traced) -> ExactnessReport:
-        checker = Checker(model, traced, ir, read_arithmetic_model(), local, end_to_end)
+        checker = Checker(model, traced, ir, read_arithmetic_model(low_precision), local,
+                          end_to_end)
         total = inputs[0].shape[0]
         checker.sample(total, keep_samples, seed)
         starts = range(0, total, chunk_size)
@@ -150,6 +158,49 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     report = check(trace_model(model, len(ir.inputs)))
     reporter.finish()
     return report
+
+
+def _check_options(samples_per_scale: int, chunk_size: int | None, local: bool,
+                   end_to_end: bool, given: bool) -> None:
+    """Refuse options under which nothing would be checked."""
+    if not (local or end_to_end):
+        raise ValueError("local=False and end_to_end=False check nothing: keep at least one")
+    if chunk_size is not None and chunk_size < 1:
+        raise ValueError(f"chunk_size={chunk_size}: give at least 1 sample per chunk, or None")
+    if not given and samples_per_scale < 1:
+        raise ValueError(f"samples_per_scale={samples_per_scale}: generate at least 1 sample "
+                         "per scale, or give inputs")
+
+
+def _check_tensors(inputs: Sequence) -> None:
+    for i, x in enumerate(inputs):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"input {i} is a {type(x).__name__}, not a tensor")
+        if x.dim() == 0 or x.shape[0] == 0:
+            raise ValueError(f"input {i} has no samples (shape {list(x.shape)}): give a batch "
+                             "of at least one sample")
+
+
+def _check_inputs(ir: GraphIR, inputs: Sequence) -> None:
+    """The inputs are what the IR's Input nodes declare: count, per-sample shape, dtype,
+    and one batch size, with at least one sample."""
+    if len(inputs) != len(ir.inputs):
+        raise ValueError(f"{len(inputs)} input(s) given, but the GraphIR has "
+                         f"{len(ir.inputs)} Input node(s): "
+                         f"{', '.join(repr(n.name) for n in ir.inputs)}")
+    _check_tensors(inputs)
+    for node, x in zip(ir.inputs, inputs):
+        if tuple(x.shape[1:]) != tuple(node.shape):
+            raise ValueError(f"input {node.name!r} has per-sample shape {list(x.shape[1:])}, "
+                             f"but the GraphIR was converted for {list(node.shape)}: pass a "
+                             "batch of those, with the batch axis first")
+        if str(x.dtype).removeprefix("torch.") != node.dtype:
+            raise ValueError(f"input {node.name!r} is {x.dtype} but the GraphIR was "
+                             f"converted for {node.dtype}: the bounds assume that "
+                             "precision; pass inputs of that dtype")
+    sizes = {x.shape[0] for x in inputs}
+    if len(sizes) > 1:
+        raise ValueError(f"the inputs have different batch sizes {sorted(sizes)}")
 
 
 class _Progress:

@@ -1,0 +1,247 @@
+"""The certificate never rests on an unprobed assumption: arithmetic outside the declared model
+is found where it runs (every intra-op thread, the rounding mode, oneDNN's math mode, the
+low-precision kernels) and makes the report NOT CERTIFIED with the reason; and nothing is
+certified that was not checked (no samples, no chunk, both checks off, inputs that do not
+match the IR), nor is the caller's input written.
+
+The cases that change a thread's floating-point state run in a fresh interpreter: an OpenMP
+worker keeps the state it started with for the life of the process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from torch import nn
+
+import ncet
+from ncet import probes
+from ncet.arithmetic import read_arithmetic_model
+from ncet.examples import load_example
+
+PRELUDE = """
+import json, torch, ncet
+from torch import nn
+
+class Scale(nn.Module):
+    def forward(self, x):
+        return x * 1e30
+
+def verdict(report):
+    return {"ok": report.ok, "certified": report.arithmetic.certified,
+            "summary": report.summary()}
+"""
+
+
+def isolated(*parts: str) -> dict:
+    """Run the code `parts` (after PRELUDE) in a fresh interpreter; the code prints one JSON
+    object last."""
+    code = "\n".join(textwrap.dedent(part) for part in (PRELUDE, *parts))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+SUBNORMAL_CHECK = """
+model = Scale().eval()
+ir = ncet.convert(model, (8,))
+x = torch.full((64, 8), 6e-39)  # subnormal float32: x * 1e30 = 6e-9
+report = ncet.check_exactness(model, ir, x)
+"""
+
+
+# --- 1. flush-to-zero / denormals-are-zero on the intra-op worker threads ---------------------
+
+
+def test_flush_to_zero_left_on_a_worker_thread_is_not_certified():
+    found = isolated("""
+        torch.set_num_threads(2)
+        torch.set_flush_denormal(True)
+        _ = torch.randn(1 << 20) * 2       # the OpenMP workers start, and copy the state
+        torch.set_flush_denormal(False)    # ... which resets the calling thread only
+    """, SUBNORMAL_CHECK, "print(json.dumps(verdict(report)))")
+    assert not found["ok"] and not found["certified"]
+    assert "NOT CERTIFIED" in found["summary"] and "intra-op threads" in found["summary"]
+    assert "denormals-are-zero" in found["summary"]
+
+
+def test_the_same_check_with_ieee_subnormals_is_certified():
+    found = isolated("torch.set_num_threads(2)", SUBNORMAL_CHECK,
+                     "print(json.dumps(verdict(report)))")
+    assert found["ok"] and found["certified"], found["summary"]
+
+
+# --- 3, 4, 5. reduced precision: PyTorch's flags, both APIs, and oneDNN's environment --------
+
+
+@pytest.mark.parametrize(("setting", "named"), [
+    ("torch.set_float32_matmul_precision('medium')", "float32_matmul_precision=medium"),
+    ("torch.backends.mkldnn.conv.fp32_precision = 'bf16'", "mkldnn.conv.fp32_precision=bf16"),
+    ("torch.backends.mkldnn.matmul.fp32_precision = 'bf16'",
+     "mkldnn.matmul.fp32_precision=bf16"),
+    ("torch.backends.mkldnn.fp32_precision = 'bf16'", "mkldnn.matmul.fp32_precision=bf16"),
+])
+def test_reduced_precision_modes_are_not_certified_and_never_crash(setting, named):
+    found = isolated(setting, SUBNORMAL_CHECK, "print(json.dumps(verdict(report)))")
+    assert not found["ok"] and not found["certified"]
+    assert named in found["summary"] and "subnormal operands" in found["summary"]
+
+
+def test_the_new_precision_api_set_to_ieee_is_read_without_crashing():
+    found = isolated("torch.backends.fp32_precision = 'ieee'", SUBNORMAL_CHECK,
+                     "print(json.dumps(verdict(report)))")
+    assert found["ok"] and found["certified"], found["summary"]
+
+
+@pytest.mark.parametrize(("variable", "value"), [
+    ("ONEDNN_DEFAULT_FPMATH_MODE", "BF16"), ("ONEDNN_DEFAULT_FPMATH_MODE", "ANY"),
+    ("DNNL_DEFAULT_FPMATH_MODE", "bf16"), ("ONEDNN_DEFAULT_FPMATH_MODE", "F16"),
+])
+def test_onednn_math_mode_from_the_environment_is_not_certified(monkeypatch, variable, value):
+    monkeypatch.setenv(variable, value)
+    arithmetic = read_arithmetic_model()
+    assert not arithmetic.certified and arithmetic.operand_u > 0
+    assert f"{variable}={value}" in arithmetic.describe()
+    model, shapes = load_example("lenet")
+    report = ncet.check_exactness(model, ncet.convert(model, *shapes), samples_per_scale=2)
+    assert not report.ok and "NOT CERTIFIED" in report.summary()
+
+
+def test_strict_onednn_math_mode_is_ieee(monkeypatch):
+    monkeypatch.setenv("ONEDNN_DEFAULT_FPMATH_MODE", "STRICT")
+    assert read_arithmetic_model().certified
+
+
+# --- 6. the rounding mode ----------------------------------------------------------------------
+
+
+def test_directed_rounding_is_not_certified():
+    found = isolated("""
+        import ctypes, ctypes.util
+        libm = ctypes.CDLL(ctypes.util.find_library("m"))
+        FE_UPWARD, FE_TONEAREST = 0x800, 0x0  # x86-64 glibc
+        model, x = nn.Sequential(nn.Linear(4, 4)).eval(), torch.randn(16, 4)
+        ir = ncet.convert(model, (4,))
+        torch.set_num_threads(2)
+        _ = torch.randn(1 << 20) * 2  # the workers start now, rounding to nearest
+        libm.fesetround(FE_UPWARD)    # on the calling thread only
+        upward = verdict(ncet.check_exactness(model, ir, x))
+        libm.fesetround(FE_TONEAREST)
+        nearest = verdict(ncet.check_exactness(model, ir, x))
+        print(json.dumps({"upward": upward, "nearest": nearest}))
+    """)
+    assert not found["upward"]["certified"] and not found["upward"]["ok"]
+    assert "rounding mode" in found["upward"]["summary"]
+    assert found["nearest"]["certified"] and found["nearest"]["ok"]
+
+
+def test_the_probes_find_nothing_in_ieee_arithmetic():
+    assert probes.probe_subnormals() is None and probes.probe_rounding() is None
+
+
+# --- 2. low-precision kernels that flush subnormal operands ------------------------------------
+
+
+def bf16_linear():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 8)).to(torch.bfloat16).eval()
+    return model, ncet.convert(model, (16,), dtype=torch.bfloat16)
+
+
+def test_a_low_precision_graph_on_kernels_that_flush_is_not_certified(monkeypatch):
+    """The probe's logic, on any host: a flushing bf16 product makes the report NOT CERTIFIED."""
+    seen = []
+
+    def flushing(dtype):
+        seen.append(dtype)
+        return "bfloat16 matrix products flush subnormal operands to zero (probe)"
+
+    monkeypatch.setattr(probes, "probe_low_precision_subnormals", flushing)
+    model, ir = bf16_linear()
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert seen == [torch.bfloat16]
+    assert not report.ok and "flush subnormal operands" in report.summary()
+    float32 = load_example("mlp")
+    seen.clear()
+    ncet.check_exactness(float32[0], ncet.convert(*float32[:1], *float32[1]),
+                         samples_per_scale=2)
+    assert seen == [], "a float32 graph does not need the low-precision probe"
+
+
+def test_this_hosts_bf16_kernels_are_probed():
+    found = probes.probe_low_precision_subnormals(torch.bfloat16)
+    if found is None:
+        pytest.skip("this CPU's bfloat16 matrix products keep subnormal operands (no "
+                    "AVX512-BF16/AMX oneDNN path), so there is no flush to find here; the "
+                    "probe's logic is tested above")
+    model, ir = bf16_linear()
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert not report.ok and not report.arithmetic.certified
+    assert "flush subnormal operands" in report.summary()
+
+
+# --- 13, 14. nothing certified that was not checked; inputs validated, never written ----------
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    model, shapes = load_example("mlp")
+    return model, ncet.convert(model, *shapes), shapes
+
+
+@pytest.mark.parametrize(("options", "says"), [
+    ({"chunk_size": -1}, "chunk_size"),
+    ({"chunk_size": 0}, "chunk_size"),
+    ({"local": False, "end_to_end": False}, "check nothing"),
+    ({"samples_per_scale": 0}, "samples_per_scale"),
+])
+def test_options_that_check_nothing_are_value_errors(mlp, options, says):
+    model, ir, _ = mlp
+    with pytest.raises(ValueError, match=says):
+        ncet.check_exactness(model, ir, **options)
+
+
+def test_inputs_are_validated_against_the_ir(mlp):
+    model, ir, shapes = mlp
+    (shape,) = shapes
+    good = torch.randn(4, *shape)
+    with pytest.raises(ValueError, match="no samples"):
+        ncet.check_exactness(model, ir, torch.randn(0, *shape))
+    with pytest.raises(ValueError, match="per-sample shape"):
+        ncet.check_exactness(model, ir, torch.randn(4, shape[0] + 1))
+    with pytest.raises(ValueError, match="2 input"):
+        ncet.check_exactness(model, ir, good, good)
+    with pytest.raises(ValueError, match="float64"):
+        ncet.check_exactness(model, ir, good.double())
+    with pytest.raises(TypeError, match="GraphIR"):
+        ncet.check_exactness(model, "net.ncet", good)
+    with pytest.raises(TypeError, match="not a tensor"):
+        ncet.check_exactness(model, ir, good.tolist())
+
+
+def test_a_relu_model_with_inputs_of_the_wrong_shape_is_refused():
+    model = nn.Sequential(nn.ReLU()).eval()
+    ir = ncet.convert(model, (4,))
+    with pytest.raises(ValueError, match="per-sample shape"):
+        ncet.check_exactness(model, ir, torch.randn(3, 5))
+
+
+def test_the_callers_input_is_never_written():
+    class AddsIntoItsInput(nn.Module):
+        def forward(self, x):
+            x += 1  # in place on the caller's tensor in eager PyTorch; FX traces x = x + 1
+            return x.relu()
+
+    model = AddsIntoItsInput().eval()
+    ir = ncet.convert(model, (4,))
+    x = torch.randn(8, 4)
+    before = x.clone()
+    report = ncet.check_exactness(model, ir, x)
+    assert torch.equal(x, before)
+    assert report.ok, report.summary()
