@@ -24,6 +24,9 @@ REDUCED_PRECISION_U = {"tf32": 2.0 ** -11, "bf16": 2.0 ** -8, "high": 2.0 ** -11
 
 MATMUL_OPS = ("Linear", "Conv2d")
 
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+"""Dtypes whose CPU matrix products accumulate in float32 and round once at the end."""
+
 
 def gamma(k: float, u: float) -> float:
     """Higham's gamma_k = k u / (1 - k u); infinite when k u >= 1."""
@@ -50,7 +53,14 @@ class ArithmeticModel:
     notes: tuple[str, ...] = ()
 
     def gamma(self, dtype: torch.dtype, op_type: str, k: float) -> float:
-        """The relative error factor of `k` roundings of an op computed in `dtype`."""
+        """The relative error factor of `k` roundings of an op computed in `dtype`.
+
+        A bfloat16/float16 Linear or Conv2d multiplies its operands exactly in float32,
+        accumulates there and rounds once to `dtype`: (1 + gamma_k(u_32))(1 + u) - 1, not
+        gamma_k(u), which is infinite from 254 (bfloat16) or 2,046 (float16) terms on."""
+        if dtype in LOW_PRECISION and op_type in MATMUL_OPS:
+            u = UNIT_ROUNDOFF[dtype]
+            return gamma(k, UNIT_ROUNDOFF[torch.float32]) * (1 + u) + u
         g = gamma(k, UNIT_ROUNDOFF[dtype])
         if dtype == torch.float32 and op_type in MATMUL_OPS and self.operand_u:
             g += gamma(2, self.operand_u) * (1 + g)  # both operands rounded, then the sum

@@ -32,6 +32,7 @@ from .fused_bounds import (
     round_up_to_float32,
 )
 from .ir import GraphIR, IRNode
+from .structure import check_inputs_and_outputs, structural_faults
 from .trace import Traced, call_node, last_uses
 
 _F64 = torch.float64
@@ -109,7 +110,11 @@ class Checker:
         if missing:
             raise ValueError(f"the GraphIR does not match the model: no IR node for FX node(s) "
                              f"{', '.join(missing[:5])}")
+        check_inputs_and_outputs(ir, traced.graph)
         self.stats = {name: NodeStats() for name in self.ir_nodes}
+        for name, fault in structural_faults(ir, traced.graph).items():
+            self.stats[name].note(fault)
+            self.stats[name].local.violate()  # a node the numbers cannot vouch for
         self.outputs = [NodeStats() for _ in ir.outputs]
         self.traced_differs = False
         self.release = last_uses(traced.graph)
@@ -176,17 +181,23 @@ class Checker:
         torch_value = fx_env[self.fx_by_name[node.name]]
         stats = self.stats[node.name]
         if not isinstance(torch_value, torch.Tensor):
-            stats.note("PyTorch's value is not a tensor")
+            stats.note("PyTorch's value is not a tensor: not checked")
+            stats.unchecked = True
             ref[node.name] = radius[node.name] = None
             return
         if any(name not in self.as_f64 for name in node.inputs):
-            stats.note("an input is not a tensor in PyTorch's run: not checked")
+            stats.note("an input has no value in PyTorch's run: not checked")
+            stats.unchecked = True
             ref[node.name] = radius[node.name] = None
             return
         raw = [fx_env[self.fx_by_name[name]] for name in node.inputs]
         ins = [self.as_f64[name] for name in node.inputs]
         t = self.as_f64[node.name] = torch_value.to(_F64)
-        dtype = getattr(torch, node.dtype)
+        computed = str(torch_value.dtype).removeprefix("torch.")
+        if computed != node.dtype:  # bound the rounding PyTorch did, and flag the record
+            stats.note(f"dtype: the IR records {node.dtype}, PyTorch computes {computed}")
+            stats.local.violate()
+        dtype = torch_value.dtype
         bound = self._local_bound(node, raw, ins, dtype, t.shape)
         expected = self._local(node, stats, t, ins, bound, dtype) if self.local else None
         if self.end_to_end:
@@ -256,7 +267,10 @@ class Checker:
         ins_ref = [ref.get(name) for name in node.inputs]
         ins_radius = [radius.get(name) for name in node.inputs]
         if any(v is None for v in ins_ref) or any(v is None for v in ins_radius):
-            ref[node.name] = radius[node.name] = None  # upstream already broken: not checked
+            stats.note("end to end: an input has no reference value (upstream failed): "
+                       "not checked")
+            stats.unchecked = True
+            ref[node.name] = radius[node.name] = None
             return
         try:
             if expected is not None and all(a is b for a, b in zip(ins_ref, ins)):
@@ -312,11 +326,20 @@ class Checker:
             eager = self.model(*(x.clone() for x in chunk))
         eager = eager if isinstance(eager, (tuple, list)) else (eager,)
         for i, name in enumerate(self.ir.outputs):
+            if name not in self.fx_by_name:  # an IR node the trace lacks: flagged at the node
+                self.outputs[i].unchecked = True
+                continue
             traced = fx_env[self.fx_by_name[name]]
-            if not torch.equal(traced, eager[i]):
+            if not (isinstance(eager[i], torch.Tensor) and traced.shape == eager[i].shape
+                    and torch.equal(traced, eager[i])):
+                # the same kernels on the same inputs: anything but bit-identical outputs
+                # means the trace is not what the model runs
                 self.traced_differs = True
+                self.outputs[i].note("the model's eager output is not bit-identical to its "
+                                     "traced graph's on the same inputs")
             self.output_samplers[name].take(start, chunk[0].shape[0], eager[i], ref.get(name))
             if ref.get(name) is None or radius.get(name) is None:
+                self.outputs[i].unchecked = True
                 continue
             if ref[name].shape != eager[i].shape:
                 self.outputs[i].end_to_end.violate()

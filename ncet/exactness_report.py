@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import html
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from types import MappingProxyType
@@ -50,10 +51,14 @@ class ExactnessEntry:
     e2e_violations: int
     note: str
     source_text: str = ""
+    checked: bool = True
+    local_error_at_worst: float = 0.0
+    e2e_error_at_worst: float = 0.0
 
     @property
     def violated(self) -> bool:
-        """True when an element exceeded its bound in either check."""
+        """True when an element exceeded its bound in either check, or the node does not
+        correspond to the model (its note says how)."""
         return self.local_violations > 0 or self.e2e_violations > 0
 
     @classmethod
@@ -62,11 +67,15 @@ class ExactnessEntry:
         """`source_text`: the text of the line at `node.source.location`, "" if unknown."""
         s = node.source
         lo, e2e = stats.local, stats.end_to_end
+        unbounded = max(lo.unbounded, e2e.unbounded)
+        if unbounded:
+            stats.note(f"{unbounded} element(s) with an infinite or NaN bound: not checked")
         return cls(node.name, node.op_type, s.fx_name, s.fx_op, s.target, s.module_path,
                    s.location, lo.max_error, lo.max_rel_error, lo.bound_at_worst, lo.ratio,
                    local_median, lo.ulps_at_worst, lo.violations, e2e.max_error,
                    e2e.bound_at_worst, e2e.ratio, e2e_median, e2e.violations,
-                   "; ".join(stats.notes), source_text)
+                   "; ".join(stats.notes), source_text, not (stats.unchecked or unbounded),
+                   lo.error_at_worst, e2e.error_at_worst)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,11 +87,14 @@ class OutputEntry:
     bound: float
     ratio: float
     violations: int
+    traced_differs: bool = False
+    checked: bool = True
 
     @classmethod
     def from_stats(cls, name: str, stats: NodeStats) -> OutputEntry:
         e = stats.end_to_end
-        return cls(name, e.max_error, e.bound_at_worst, e.ratio, e.violations)
+        return cls(name, e.max_error, e.bound_at_worst, e.ratio, e.violations,
+                   bool(stats.notes), not (stats.unchecked or e.unbounded))
 
 
 @dataclass(frozen=True)
@@ -177,10 +189,19 @@ class ExactnessReport:
 
     @property
     def ok(self) -> bool:
-        """True when the arithmetic is within the declared model and no node and no output
-        exceeded its certified bound."""
+        """True when the arithmetic is within the declared model, every node and output was
+        checked, none exceeded its certified bound, and the model's own eager outputs are
+        the traced graph's, bit for bit."""
         return self.arithmetic.certified and self.first_violation is None \
-            and not any(o.violations for o in self.outputs)
+            and not any(o.violations for o in self.outputs) and not self.traced_differs \
+            and not self.unchecked
+
+    @property
+    def unchecked(self) -> tuple[str, ...]:
+        """The nodes and outputs some check could not run at (see their notes): nothing is
+        certified there."""
+        return tuple([e.name for e in self.entries if not e.checked]
+                     + [o.name for o in self.outputs if not o.checked])
 
     @property
     def first_violation(self) -> ExactnessEntry | None:
@@ -232,13 +253,26 @@ class ExactnessReport:
                         f"(ratio {_g(ratio)})")
             # A node that could not be compared (a shape mismatch) has no error to speak of:
             # lead with what went wrong.
-            detail = first.note if first.note and error == 0 else \
+            numbers = error != 0 and not (math.isinf(ratio) and bound == 0)
+            detail = first.note if first.note and not numbers else \
                 measured + (f"; {first.note}" if first.note else "")
             verdict = (f"VIOLATION at node {first.name!r} ({first.op_type}, {first.fx_op} "
                        f"{first.spelling}{where}): {detail}")
+        elif self.traced_differs:
+            names = ", ".join(repr(o.name) for o in self.outputs if o.traced_differs)
+            verdict = (f"VIOLATION at output {names}: the model's own eager output is not "
+                       "bit-identical to its traced graph's on the same inputs, so the trace "
+                       "the GraphIR follows is not what the model computes (tracing differs "
+                       "from eager execution, e.g. an in-place update of an aliased tensor)")
+        elif any(o.violations for o in self.outputs):
+            names = ", ".join(repr(o.name) for o in self.outputs if o.violations)
+            verdict = (f"VIOLATION at output {names}: the eager model differs from the "
+                       "reference beyond the bound")
         else:
-            verdict = "VIOLATION at an output: the eager model differs from the reference " \
-                      "beyond the bound (tracing differs from eager execution)"
+            entry = next((e for e in self.entries if not e.checked), None)
+            where = f"; first {entry.name!r}: {entry.note}" if entry is not None else ""
+            verdict = (f"NOT CERTIFIED: {len(self.unchecked)} node(s) or output(s) could not "
+                       f"be checked{where}")
         lines = [verdict, f"inputs: {self.inputs}",
                  f"arithmetic: {self.arithmetic.describe()}"]
         if self.traced_differs:
@@ -247,13 +281,15 @@ class ExactnessReport:
         return "\n".join(lines)
 
     def table(self) -> str:
-        """Per-node text table: op_type, errors, bounds and ratios."""
-        header = ("node", "op_type", "local err", "local bound", "ratio", "ulps",
-                  "e2e err", "e2e bound", "ratio", "")
+        """Per-node text table: op_type, and per check the error and the bound at the element
+        where error/bound is largest, their ratio (and the ulps there, node-local)."""
+        header = ("node", "op_type", "local err at worst", "local bound", "ratio", "ulps",
+                  "e2e err at worst", "e2e bound", "ratio", "")
         rows = [header] + [(
-            e.name, e.op_type, _g(e.local_max_error), _g(e.local_bound), _g(e.local_ratio),
-            _g(e.local_ulps), _g(e.e2e_max_error), _g(e.e2e_bound), _g(e.e2e_ratio),
-            "VIOLATED" if e.violated else "") for e in self.entries]
+            e.name, e.op_type, _g(e.local_error_at_worst), _g(e.local_bound), _g(e.local_ratio),
+            _g(e.local_ulps), _g(e.e2e_error_at_worst), _g(e.e2e_bound), _g(e.e2e_ratio),
+            "VIOLATED" if e.violated else "" if e.checked else "NOT CHECKED")
+            for e in self.entries]
         widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
         return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
                          for r in rows)

@@ -185,6 +185,7 @@ class CheckStats:
     ulps_at_worst: float = 0.0
     violations: int = 0
     elements: int = 0
+    unbounded: int = 0  # elements whose bound is infinite or NaN: not checked
     ratios: RatioSample = field(default_factory=RatioSample)
 
     def violate(self) -> None:
@@ -199,18 +200,27 @@ class CheckStats:
 
         `scratch`: two float64 tensors of the values' shape to work in (else allocated).
         The relative error is |torch_value - expected| / |expected| (inf where expected is
-        0 and they differ). Equal infinities agree; a NaN never does; a NaN bound certifies
-        nothing (ratio inf); 0/0 is an exact element where nothing may differ (ratio 0).
+        0 and they differ). Equal infinities agree; a NaN never does; an element whose bound
+        is infinite or NaN is not checked (counted in `unbounded`, its ratio taken as 0);
+        0/0 is an exact element where nothing may differ (ratio 0).
         """
         n = expected.numel()
         self.elements += n
         if n == 0:
             return
+        if isinstance(bound, torch.Tensor):
+            if bound.numel() and not math.isfinite(float(bound.max())):  # max propagates NaN
+                void = ~torch.isfinite(bound.expand_as(expected))
+                self.unbounded += int(void.sum())
+                bound = bound.masked_fill(~torch.isfinite(bound), math.inf)
+        elif not math.isfinite(bound):
+            self.unbounded += n
+            return
         work, spare = scratch if scratch is not None else (None, None)
         error = torch.sub(torch_value, expected, out=work).abs_()
         largest = float(error.max())
         if not math.isfinite(largest):
-            error = torch.where(torch_value == expected, 0.0, error).nan_to_num_(nan=math.inf)
+            error = torch.where(torch_value == expected, 0.0, error).nan_to_num_(math.inf, math.inf)
             largest = float(error.max())
         if largest == 0.0:
             return  # every element is exact
@@ -223,9 +233,8 @@ class CheckStats:
             self.max_rel_error = max(self.max_rel_error, -float(low), float(high))
         flat = error.div_(bound).reshape(-1)  # observed/bound
         worst_ratio, worst = first_max(flat)
-        if math.isnan(worst_ratio):
-            void = torch.isnan(torch.as_tensor(bound, dtype=_F64).expand_as(expected))
-            flat = flat.nan_to_num_(0.0, math.inf).masked_fill_(void.reshape(-1), math.inf)
+        if math.isnan(worst_ratio):  # inf / inf where an unbounded element is not finite
+            flat = flat.nan_to_num_(0.0, math.inf)
             worst_ratio, worst = first_max(flat)
         if worst_ratio > 1:
             self.violations += int((flat > 1).sum())
@@ -260,6 +269,7 @@ class NodeStats:
     local: CheckStats = field(default_factory=CheckStats)
     end_to_end: CheckStats = field(default_factory=CheckStats)
     notes: list[str] = field(default_factory=list)
+    unchecked: bool = False  # some check could not run here: no certificate for this node
 
     def note(self, text: str) -> None:
         if text not in self.notes:

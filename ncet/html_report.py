@@ -89,11 +89,17 @@ def verdict(conversion: ConversionReport, exactness: ExactnessReport | None
     first = exactness.first_violation
     if first is not None:
         return "bad", f"converts, but VIOLATION at node {first.name!r} ({first.op_type})"
+    if exactness.traced_differs:
+        return "bad", ("converts, but VIOLATION at an output: the model's eager output is not "
+                       "its traced graph's")
     if any(o.violations for o in exactness.outputs):
         return "bad", "converts, but VIOLATION at an output: the eager model differs"
     if not exactness.arithmetic.certified:
         return "warn", ("converts; NOT CERTIFIED: the arithmetic in force is outside the "
                         "declared model")
+    if exactness.unchecked:
+        return "warn", (f"converts; NOT CERTIFIED: {len(exactness.unchecked)} node(s) or "
+                        "output(s) could not be checked")
     return "ok", f"converts; exact within the certified bounds on {exactness.samples} samples"
 
 

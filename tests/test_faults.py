@@ -105,6 +105,42 @@ def relu_for_leaky(ir):
     return GraphIR(nodes, ir.constants)
 
 
+def extra_node(ir: GraphIR, after: str, name: str) -> tuple[GraphIR, str]:
+    """`ir` with an `x * 2` node the model does not have between `after` and its consumers."""
+    source = ir.node(after)
+    attrs = dict(ncet.convert(_Doubled(), (1,)).nodes[1].attrs)  # x * 2.0, from a real node
+    nodes = []
+    for n in ir.nodes:
+        if after in n.inputs:
+            n = dataclasses.replace(n, inputs=tuple(name if i == after else i for i in n.inputs))
+        nodes.append(n)
+        if n.name == after:
+            nodes.append(ncet.IRNode(name, "ElementwiseAffine", (after,), attrs, source.shape,
+                                     source.dtype, source.source))
+    return GraphIR(tuple(nodes), ir.constants), name
+
+
+class _Doubled(nn.Module):
+    def forward(self, x):
+        return x * 2.0
+
+
+def node_inserted(ir):
+    """An IR node with no FX counterpart (a converter that emits an extra op)."""
+    return extra_node(ir, "avg", "doubled")[0]
+
+
+def node_appended_before_output(ir):
+    """An IR node with no FX counterpart between the last layer and the Output."""
+    return extra_node(ir, "lin", "doubled")[0]
+
+
+def dtype_recorded_wrong(ir):
+    """A float32 node recorded as bfloat16 (whose looser bounds would hide a fault)."""
+    return GraphIR(tuple(dataclasses.replace(n, dtype="bfloat16") if n.name == "lin" else n
+                         for n in ir.nodes), ir.constants)
+
+
 FAULTS = [
     pytest.param(dropped_bias, torch.float32, "lin", id="dropped bias"),
     pytest.param(eps_ignored, torch.float32, "bn", id="BatchNorm eps ignored"),
@@ -118,6 +154,10 @@ FAULTS = [
     pytest.param(slice_off_by_one, torch.float32, "getitem", id="Slice off by one"),
     pytest.param(divisor_to_reciprocal_in_float32, torch.float64, "truediv",
                  id="divisor rounded to its reciprocal"),
+    pytest.param(node_inserted, torch.float32, "doubled", id="IR node with no FX counterpart"),
+    pytest.param(node_appended_before_output, torch.float32, "doubled",
+                 id="IR node appended before Output"),
+    pytest.param(dtype_recorded_wrong, torch.float32, "lin", id="dtype recorded wrong"),
 ]
 
 
@@ -138,6 +178,9 @@ def test_fault_is_reported_at_its_node(fault, dtype, node):
     assert first is not None and first.name == node, report.summary()
     assert first.local_violations > 0, "the node-local check must catch it at the node"
     assert node in report.summary() and "VIOLATION" in report.summary()
+    if first.name not in {n.name for n in ncet.convert(model, (3, 6, 8), dtype=dtype).nodes}:
+        assert "structure:" in report.summary()  # the model has no such node, nor line
+        return
     # the verdict quotes the model's line, read from this file (first.location)
     line = int(first.location.rpartition(":")[2])
     with open(__file__) as f:

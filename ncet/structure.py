@@ -1,0 +1,77 @@
+"""Does a GraphIR correspond to the model's traced graph? The structure check that comes before
+`check_exactness` compares a single number.
+
+`convert` names every IR node after the FX node it comes from, takes its operands from that
+node's tensor arguments (parameters, buffers and constants become constants, not nodes), and
+keeps forward()'s arguments and return values in order. A GraphIR that breaks any of this was
+not converted from this model, or was edited since: the numeric checks, which run the traced
+graph and look up each IR node by name, would not see a node the trace does not have.
+"""
+
+from __future__ import annotations
+
+import torch.fx
+from torch.fx.node import map_arg
+
+from .ir import GraphIR
+
+
+def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph) -> None:
+    """The IR's Input nodes are forward()'s arguments, and its outputs are the values
+    forward() returns, in the same order.
+
+    Raises:
+        ValueError: They differ, with both lists in the message.
+    """
+    placeholders = [n.name for n in graph.nodes if n.op == "placeholder"]
+    inputs = [n.name for n in ir.inputs]
+    if inputs != placeholders:
+        raise ValueError(f"the GraphIR does not match the model: its Input nodes are {inputs}, "
+                         f"but the model's forward() takes {placeholders}, in that order")
+    misplaced = [n.name for i, n in enumerate(ir.inputs) if n.attrs.get("index") != i]
+    if misplaced:
+        raise ValueError(f"the GraphIR is malformed: Input node(s) {misplaced} carry an index "
+                         "other than their position among the Input nodes")
+    returned = _returned(graph)
+    if list(ir.outputs) != returned and sorted(ir.outputs) == sorted(returned):
+        raise ValueError(f"the GraphIR does not match the model: it returns {list(ir.outputs)}, "
+                         f"the model's trace returns {returned}, in that order")
+    if len(ir.outputs) != len(returned):
+        raise ValueError(f"the GraphIR does not match the model: it returns "
+                         f"{len(ir.outputs)} value(s) {list(ir.outputs)}, the model's trace "
+                         f"{len(returned)} {returned}")
+
+
+def structural_faults(ir: GraphIR, graph: torch.fx.Graph) -> dict[str, str]:
+    """Per IR operator node, what about it does not correspond to the traced graph: a node
+    the trace does not have, operands other than the traced node's, an output the trace does
+    not return. Empty when the structure corresponds."""
+    fx = {n.name: n for n in graph.nodes}
+    faults: dict[str, str] = {}
+    for node in ir.nodes:
+        if node.op_type in ("Input", "Output"):
+            continue
+        traced = fx.get(node.name)
+        if traced is None or not traced.op.startswith("call_"):
+            faults[node.name] = ("structure: the model's traced graph has no node "
+                                 f"{node.name!r}, so nothing in the model computes this "
+                                 f"{node.op_type} (an IR node the model does not have)")
+            continue
+        operands = sorted({a.name for a in traced.all_input_nodes if a.op != "get_attr"})
+        if sorted(set(node.inputs)) != operands:
+            faults[node.name] = (f"structure: its operands are {sorted(set(node.inputs))} in "
+                                 f"the IR, {operands} in the model's traced graph")
+    returned = _returned(graph)
+    for name, traced_name in zip(ir.outputs, returned):
+        if name != traced_name and name not in faults:
+            faults[name] = (f"structure: the IR returns {name!r} where the model's trace "
+                            f"returns {traced_name!r}")
+    return faults
+
+
+def _returned(graph: torch.fx.Graph) -> list[str]:
+    """The names of the nodes the traced graph returns, in order."""
+    (output,) = [n for n in graph.nodes if n.op == "output"]
+    names: list[str] = []
+    map_arg(output.args[0], lambda n: names.append(n.name))
+    return names

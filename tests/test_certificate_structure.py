@@ -1,0 +1,181 @@
+"""Structure is checked, not assumed; eager against trace is a real check; low-precision graphs
+get bounds that see faults; and nothing is certified that was not checked.
+
+PyTorch is the oracle: every faulty GraphIR below is one `ncet.evaluate` shows to differ from
+the model, and every correct one agrees with the eager model.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+from torch import nn
+
+import ncet
+from ncet.ir import GraphIR
+
+
+class TwoInputs(nn.Module):
+    def forward(self, x, y):
+        return x - y
+
+
+class TwoOutputs(nn.Module):
+    def forward(self, x):
+        return x.relu(), x * 3.0
+
+
+def test_inputs_in_the_wrong_order_are_a_value_error():
+    model = TwoInputs()
+    ir = ncet.convert(model, (3,), (3,))
+    swapped = GraphIR((ir.nodes[1], ir.nodes[0], *ir.nodes[2:]), ir.constants)
+    x, y = torch.randn(4, 3), torch.randn(4, 3)
+    assert not torch.allclose(ncet.evaluate(swapped, x, y), model(x, y).double())
+    with pytest.raises(ValueError, match=r"Input nodes are \['y', 'x'\].*takes \['x', 'y'\]"):
+        ncet.check_exactness(model, swapped)
+
+
+def test_outputs_in_the_wrong_order_are_a_value_error():
+    model = TwoOutputs()
+    ir = ncet.convert(model, (3,))
+    out = ir.nodes[-1]
+    swapped = GraphIR((*ir.nodes[:-1], dataclasses.replace(out, inputs=out.inputs[::-1])),
+                      ir.constants)
+    with pytest.raises(ValueError, match="returns"):
+        ncet.check_exactness(model, swapped)
+
+
+# --- eager against trace --------------------------------------------------------------------
+
+
+class AliasedInFront(nn.Module):
+    """`s += 1` on an alias: eager PyTorch changes `x` too, FX records `s = s + 1`; a deep MLP
+    after it, whose end-to-end radius dwarfs the difference."""
+
+    def __init__(self, depth: int = 24, width: int = 64):
+        super().__init__()
+        layers = [nn.Linear(width, width)]
+        for _ in range(depth - 1):
+            layers += [nn.ReLU(), nn.Linear(width, width)]
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x):
+        s = x
+        s += 1  # in place on x as well, in eager PyTorch
+        return self.body(x + s)
+
+
+def test_a_trace_that_is_not_the_model_fails_the_verdict_at_any_depth():
+    torch.manual_seed(0)
+    model = AliasedInFront().eval()
+    ir = ncet.convert(model, (64,))
+    x = torch.randn(8, 64)
+    with torch.no_grad():
+        eager = model(x.clone())
+    assert not torch.equal(ncet.evaluate(ir, x, dtype=torch.float32), eager)
+    report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    assert not report.ok and report.traced_differs
+    assert report.outputs[0].traced_differs
+    verdict = report.summary().splitlines()[0]
+    assert verdict.startswith("VIOLATION at output") and repr(report.outputs[0].name) in verdict
+    assert "bit-identical" in verdict
+
+
+def test_the_same_deep_model_without_the_alias_is_certified():
+    torch.manual_seed(0)
+    model = AliasedInFront().eval()
+    model.forward = lambda x: model.body(x + (x + 1))  # what FX traced, as eager code
+    report = ncet.check_exactness(model, ncet.convert(model, (64,)), samples_per_scale=4)
+    assert report.ok and not report.traced_differs, report.summary()
+
+
+# --- low precision ------------------------------------------------------------------------------
+
+
+def bf16_layer(width: int = 300):
+    torch.manual_seed(0)
+    return nn.Linear(width, width).to(torch.bfloat16).eval()
+
+
+def seeded(ir: GraphIR, name: str, **constants) -> GraphIR:
+    return GraphIR(ir.nodes, {**ir.constants, **constants})
+
+
+def test_a_wide_bfloat16_layer_has_finite_bounds_and_no_false_alarm():
+    layer = bf16_layer()
+    ir = ncet.convert(layer, (300,), dtype=torch.bfloat16)
+    x = torch.randn(16, 300).to(torch.bfloat16)
+    x[3] = 0  # an all-zero row: a zero bound, not NaN
+    report = ncet.check_exactness(layer, ir, x)
+    (entry,) = report.entries
+    assert entry.checked and report.first_violation is None and not report.unchecked
+    assert 0 < entry.local_bound < 1, "float32 accumulation: a bound far below O(1)"
+
+
+@pytest.mark.parametrize("fault", ["transposed weight", "dropped bias", "weights 10% off"])
+def test_faults_in_a_wide_bfloat16_layer_are_caught(fault):
+    layer = bf16_layer()
+    ir = ncet.convert(layer, (300,), dtype=torch.bfloat16)
+    (node,) = [n for n in ir.nodes if n.op_type == "Linear"]
+    weight, bias = ir.constants[node.attrs["weight"]], ir.constants[node.attrs["bias"]]
+    faulty = {"transposed weight": {node.attrs["weight"]: weight.T.contiguous()},
+              "dropped bias": {node.attrs["bias"]: torch.zeros_like(bias)},
+              "weights 10% off": {node.attrs["weight"]: (weight.float() * 1.1).to(weight.dtype)},
+              }[fault]
+    bad = seeded(ir, node.name, **faulty)
+    x = torch.randn(16, 300).to(torch.bfloat16)
+    assert not torch.equal(ncet.evaluate(bad, x, dtype=torch.bfloat16), layer(x))
+    report = ncet.check_exactness(layer, bad, x)
+    assert report.first_violation is not None and report.first_violation.name == node.name
+
+
+def test_an_infinite_bound_is_not_checked_and_not_certified():
+    from ncet.exactness_stats import CheckStats
+
+    stats = CheckStats()
+    value = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)
+    stats.update(value + 1, value, torch.tensor([1.0, float("inf"), float("nan")],
+                                                dtype=torch.float64), torch.float32)
+    assert stats.unbounded == 2 and stats.violations == 0  # element 0: error 1, bound 1
+
+
+def test_a_node_with_an_overflowing_bound_makes_the_report_not_certified():
+    """|W| |x| overflows float64 where W x cancels to 0: an exact 0 proves nothing there."""
+    model = nn.Sequential(nn.Linear(2, 1)).double().eval()
+    with torch.no_grad():
+        model[0].weight.copy_(torch.tensor([[1.5e308, -1.5e308]], dtype=torch.float64))
+        model[0].bias.zero_()
+    ir = ncet.convert(model, (2,), dtype=torch.float64)
+    report = ncet.check_exactness(model, ir, torch.ones(3, 2, dtype=torch.float64))
+    (entry,) = report.entries
+    assert not report.ok and entry.name in report.unchecked and not entry.checked
+    assert "infinite or NaN bound: not checked" in entry.note
+    assert report.summary().startswith("NOT CERTIFIED") and "NOT CHECKED" in report.table()
+
+
+def test_overflow_in_pytorch_is_reported_as_inf():
+    model = nn.Sequential(nn.Linear(4, 4)).eval()
+    with torch.no_grad():
+        model[0].weight.fill_(3e38)
+    report = ncet.check_exactness(model, ncet.convert(model, (4,)), torch.full((2, 4), 1e30))
+    assert not report.ok and report.first_violation is not None
+    assert "error inf" in report.summary().splitlines()[0]
+    assert "1.8e+308" not in report.summary()
+
+
+# --- the text table ------------------------------------------------------------------------------
+
+
+def test_the_text_table_shows_the_error_at_the_element_of_the_bound():
+    from ncet.examples import load_example
+
+    model, shapes = load_example("lenet")
+    report = ncet.check_exactness(model, ncet.convert(model, *shapes), samples_per_scale=4)
+    assert report.ok
+    for entry in report.entries:
+        assert entry.local_error_at_worst <= entry.local_bound or entry.local_bound == 0
+        assert entry.e2e_error_at_worst <= entry.e2e_bound or entry.e2e_bound == 0
+    header, *rows = report.table().splitlines()
+    assert "err at worst" in header
