@@ -164,7 +164,7 @@ class Checker:
                 elif node.op == "output":
                     self._check_outputs(chunk, fx_env, ref, radius, start)
                 else:
-                    fx_env[node] = call_node(node, fx_env, self.modules.get(node))
+                    fx_env[node] = self._call(node, fx_env)
                     self._check_node(self.ir_nodes[node.name], fx_env, ref, radius)
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, fx_env[node],
@@ -176,6 +176,17 @@ class Checker:
                     fx_env.pop(used, None)
                 if tick is not None:
                     tick(step)
+
+    def _call(self, node: torch.fx.Node, fx_env) -> torch.Tensor:
+        """PyTorch's value at `node`, from the traced graph."""
+        try:
+            return call_node(node, fx_env, self.modules.get(node))
+        except Exception as error:
+            raise ValueError(
+                f"the model's traced graph fails at node {node.name!r} on these inputs "
+                f"({type(error).__name__}: {str(error).strip().splitlines()[0][:200]}): does "
+                "the GraphIR belong to this model as it is now (converted before "
+                "model.double() or another change of dtype or shape)?") from error
 
     def _check_node(self, node: IRNode, fx_env, ref, radius) -> None:
         torch_value = fx_env[self.fx_by_name[node.name]]
@@ -205,8 +216,11 @@ class Checker:
 
     def _float32_dot(self, node: IRNode, raw: list[torch.Tensor]) -> bool:
         """Linear/Conv2d with float32 operands: magnitudes and radii are computed in float32
-        and rounded up (the dot products dominate the cost of the check)."""
+        and rounded up (the dot products dominate the cost of the check). Not under a
+        reduced-precision mode, which would lower NCET's own float32 products too: the
+        float64 route's products cannot be lowered by any flag."""
         return node.op_type in FLOAT32_DOT_OPS and all(x.dtype == torch.float32 for x in raw) \
+            and not self.arithmetic.operand_u \
             and node.attrs["weight"] in self.abs_consts32 \
             and (node.attrs["bias"] is None or node.attrs["bias"] in self.abs_consts32)
 

@@ -245,3 +245,11 @@ def test_the_callers_input_is_never_written():
     report = ncet.check_exactness(model, ir, x)
     assert torch.equal(x, before)
     assert report.ok, report.summary()
+
+
+def test_a_model_changed_since_convert_is_a_value_error():
+    model, shapes = load_example("mlp")
+    ir = ncet.convert(model, *shapes)
+    model = model.double()
+    with pytest.raises(ValueError, match=r"model.double\(\)"):
+        ncet.check_exactness(model, ir, samples_per_scale=2)
