@@ -141,7 +141,7 @@ def render_support_boundary() -> str:
     out = [
         "# Support boundary",
         "",
-        "<!-- Generated from ncet/boundary.py by `make docs`; tests/test_support_boundary.py "
+        "<!-- Generated from ncet/boundary.py by `make docs`; tests/test_docs.py "
         "fails when this file and the code differ. -->",
         "",
         "A spelling in the tables below is *recognised*; it is *supported* when it also passes",
