@@ -28,6 +28,21 @@ LOW_PRECISION = (torch.bfloat16, torch.float16)
 """Dtypes whose CPU matrix products accumulate in float32 and round once at the end."""
 
 
+SUSPICION_LAMBDA = 6.0
+"""lambda of the probabilistic bound: per inner product of length k, Higham and Mary's bound
+fails with probability at most 2k exp(-lambda^2 (1 - u)^2 / 2) under their model of
+independent, mean-zero rounding errors (about 3e-5 at k = 1026)."""
+
+
+def probabilistic_gamma(k: float, u: float, lam: float = SUSPICION_LAMBDA) -> float:
+    """Higham and Mary's probabilistic gamma~_k(lambda) = exp(lambda sqrt(k) u + k u^2 /
+    (1 - u)) - 1 ("A new approach to probabilistic rounding error analysis", SIAM J. Sci.
+    Comput. 41(5), 2019, Theorem 2.4): about lambda sqrt(k) u where gamma_k is k u. A
+    statement about likely rounding, not a bound: NCET uses it only to flag nodes as
+    suspicious, never in the certificate."""
+    return math.expm1(lam * math.sqrt(k) * u + k * u * u / (1 - u))
+
+
 def gamma(k: float, u: float) -> float:
     """Higham's gamma_k = k u / (1 - k u); infinite when k u >= 1."""
     if k * u >= 1:

@@ -13,7 +13,14 @@ import torch
 import torch.fx
 from torch import nn
 
-from .arithmetic import SMALLEST_NORMAL, ArithmeticModel
+from .arithmetic import (
+    LOW_PRECISION,
+    MATMUL_OPS,
+    SMALLEST_NORMAL,
+    UNIT_ROUNDOFF,
+    ArithmeticModel,
+    probabilistic_gamma,
+)
 from .bounds import BOUND_RULES, SAFETY, rounding
 from .evaluate import EVALUATORS
 from .exactness_report import (
@@ -371,13 +378,38 @@ class Checker:
         same = node.source.location and meta.get("location") == node.source.location
         return meta.get("source_text", "") if same else ""
 
+    def _tier_two(self, node: IRNode) -> float:
+        """Certified over probabilistic rounding factor of a node, at least 1: Higham and
+        Mary's lambda sqrt(k) u against gamma_k, for the node's k roundings (for a
+        bfloat16/float16 Linear or Conv2d, of its float32 accumulation)."""
+        rule = BOUND_RULES[node.op_type]
+        if rule.magnitude is None:
+            return 1.0
+        try:
+            shapes = [tuple(self.ir.node(name).shape) for name in node.inputs]
+            k = rule.roundings(node, shapes, self.ir.constants)
+        except Exception:  # noqa: BLE001 - a malformed node (already flagged) has no tier two
+            return 1.0
+        dtype = getattr(torch, node.dtype, None)
+        if dtype not in UNIT_ROUNDOFF:
+            return 1.0
+        certified = self.arithmetic.gamma(dtype, node.op_type, k)
+        if dtype in LOW_PRECISION and node.op_type in MATMUL_OPS:
+            u = UNIT_ROUNDOFF[dtype]
+            likely = probabilistic_gamma(k, UNIT_ROUNDOFF[torch.float32]) * (1 + u) + u
+        else:
+            likely = probabilistic_gamma(k, UNIT_ROUNDOFF[dtype])
+        return max(1.0, certified / likely) if math.isfinite(certified) and likely > 0 else 1.0
+
     def report(self, described: str, samples: int) -> ExactnessReport:
         nodes = [n for n in self.ir.nodes if n.name in self.stats]
         checks = [c for n in nodes for c in (self.stats[n.name].local,
                                              self.stats[n.name].end_to_end)]
         medians = median_ratios([c.ratios for c in checks])
         entries = tuple(ExactnessEntry.from_stats(n, self.stats[n.name], *medians[2 * i:2 * i + 2],
-                                                  self._source_text(n))
+                                                  self._source_text(n),
+                                                  BOUND_RULES[n.op_type].magnitude is None,
+                                                  self._tier_two(n))
                         for i, n in enumerate(nodes))
         outputs = tuple(OutputEntry.from_stats(name, stats)
                         for name, stats in zip(self.ir.outputs, self.outputs))

@@ -10,7 +10,7 @@ from types import MappingProxyType
 
 import torch
 
-from .arithmetic import ArithmeticModel
+from .arithmetic import SUSPICION_LAMBDA, ArithmeticModel
 from .errors import quote_source
 from .exactness_stats import NodeStats
 from .ir import IRNode
@@ -54,6 +54,14 @@ class ExactnessEntry:
     checked: bool = True
     local_error_at_worst: float = 0.0
     e2e_error_at_worst: float = 0.0
+    sensitivity: float = math.nan
+    suspicion: float = 0.0
+
+    @property
+    def suspicious(self) -> bool:
+        """Flagged by the probabilistic second tier (`suspicion` above 1) without violating
+        the certified bound: likely a fault the certified bound is too wide to see."""
+        return self.suspicion > 1 and not self.violated
 
     @property
     def violated(self) -> bool:
@@ -63,8 +71,12 @@ class ExactnessEntry:
 
     @classmethod
     def from_stats(cls, node: IRNode, stats: NodeStats, local_median: float,
-                   e2e_median: float, source_text: str = "") -> ExactnessEntry:
-        """`source_text`: the text of the line at `node.source.location`, "" if unknown."""
+                   e2e_median: float, source_text: str = "", exact: bool = False,
+                   tier_two: float = 1.0) -> ExactnessEntry:
+        """`source_text`: the text of the line at `node.source.location`, "" if unknown;
+        `exact`: the op does no rounding (any change is seen: sensitivity 0); `tier_two`:
+        certified / probabilistic bound of the node (>= 1), which scales the node-local
+        ratio into its suspicion."""
         s = node.source
         lo, e2e = stats.local, stats.end_to_end
         unbounded = max(lo.unbounded, e2e.unbounded)
@@ -75,7 +87,8 @@ class ExactnessEntry:
                    local_median, lo.ulps_at_worst, lo.violations, e2e.max_error,
                    e2e.bound_at_worst, e2e.ratio, e2e_median, e2e.violations,
                    "; ".join(stats.notes), source_text, not (stats.unchecked or unbounded),
-                   lo.error_at_worst, e2e.error_at_worst)
+                   lo.error_at_worst, e2e.error_at_worst, 0.0 if exact else lo.sensitivity,
+                   lo.ratio * tier_two if math.isfinite(lo.ratio) else lo.ratio)
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,6 +210,12 @@ class ExactnessReport:
             and not self.unchecked
 
     @property
+    def suspicious(self) -> tuple[str, ...]:
+        """Nodes the probabilistic second tier flags (`ExactnessEntry.suspicious`): never
+        part of the verdict, a pointer to where a fault below the certified bound may sit."""
+        return tuple(e.name for e in self.entries if e.suspicious)
+
+    @property
     def unchecked(self) -> tuple[str, ...]:
         """The nodes and outputs some check could not run at (see their notes): nothing is
         certified there."""
@@ -278,6 +297,12 @@ class ExactnessReport:
         if self.traced_differs:
             lines.append("note: the traced graph's outputs are not bit-identical to the "
                          "eager model's")
+        if self.suspicious:
+            worst = max((e for e in self.entries if e.suspicious), key=lambda e: e.suspicion)
+            lines.append(f"suspicious (second tier, not part of the certificate: errors "
+                         f"above Higham & Mary's probabilistic bound, lambda "
+                         f"{SUSPICION_LAMBDA:g}): {', '.join(map(repr, self.suspicious))}; "
+                         f"largest {worst.suspicion:.3g} at {worst.name!r}")
         return "\n".join(lines)
 
     def table(self) -> str:

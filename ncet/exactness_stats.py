@@ -186,6 +186,7 @@ class CheckStats:
     violations: int = 0
     elements: int = 0
     unbounded: int = 0  # elements whose bound is infinite or NaN: not checked
+    value_at_worst: float = math.nan  # |reference| at the worst element
     ratios: RatioSample = field(default_factory=RatioSample)
 
     def violate(self) -> None:
@@ -251,11 +252,21 @@ class CheckStats:
         self.bound_at_worst = bound
         t_worst = element(torch_value, shape, worst)
         e_worst = element(expected, shape, worst)
+        self.value_at_worst = abs(e_worst)
         self.error_at_worst = 0.0 if t_worst == e_worst else abs(t_worst - e_worst)
         if math.isnan(self.error_at_worst):
             self.error_at_worst = math.inf
         ulp = ulp_above(t_worst, t_dtype)
         self.ulps_at_worst = self.error_at_worst / ulp if ulp > 0 else 0.0
+
+    @property
+    def sensitivity(self) -> float:
+        """bound / |value| at the worst element: the smallest relative change of the value
+        there that this check would have flagged (NaN when no element differed at all, so
+        there is no worst element; inf at a zero value)."""
+        if math.isnan(self.value_at_worst) or self.bound_at_worst == 0:
+            return math.nan if math.isnan(self.value_at_worst) else 0.0
+        return self.bound_at_worst / self.value_at_worst if self.value_at_worst else math.inf
 
     @property
     def median_ratio(self) -> float:

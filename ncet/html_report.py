@@ -285,18 +285,23 @@ def _tightness(exactness: ExactnessReport) -> str:
 
 def _nodes(exactness: ExactnessReport) -> str:
     head = _head("node", "op_type", "source", "local max err", "local bound", "local ratio",
-                 "ulps", "e2e max err", "e2e bound", "e2e ratio", "violations", "note",
-                 numeric=range(3, 11))
+                 "ulps", "sensitivity", "suspicion", "e2e max err", "e2e bound", "e2e ratio",
+                 "violations", "note", numeric=range(3, 13))
     body = "".join(
         f'<tr{_violated(e.violated)}><td class="mono">{_e(e.name)}</td><td>{_e(e.op_type)}'
         f'</td><td class="mono">{_e(quote_source(e.location, e.source_text))}</td>'
         + _numbers(e.local_max_error, e.local_bound, e.local_ratio, e.local_ulps,
-                   e.e2e_max_error, e.e2e_bound, e.e2e_ratio)
+                   e.sensitivity, e.suspicion, e.e2e_max_error, e.e2e_bound, e.e2e_ratio)
         + f'<td class="num">{e.local_violations + e.e2e_violations}</td>'
-        f"<td>{_e(e.note)}</td></tr>" for e in exactness.entries)
+        f"<td>{_e(e.note if e.checked else 'NOT CHECKED: ' + e.note)}</td></tr>"
+        for e in exactness.entries)
     return ("<h3>Per node</h3>\n<p class=\"note\">max err: the largest |torch - reference| "
             "over all elements; bound and ratio: at the element where observed / bound is "
-            "largest; ulps: that error in units in the last place of PyTorch's value.</p>\n"
+            "largest; ulps: that error in units in the last place of PyTorch's value; "
+            "sensitivity: bound / |value| there, the smallest relative change of the value "
+            "the check would have flagged (a fault below it can pass); suspicion: the "
+            "node-local ratio against Higham &amp; Mary's probabilistic bound, a second tier "
+            "that never changes the verdict (above 1: suspicious).</p>\n"
             f'<div class="wide">{_table(head, body)}</div>\n')
 
 

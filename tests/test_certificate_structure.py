@@ -179,3 +179,72 @@ def test_the_text_table_shows_the_error_at_the_element_of_the_bound():
         assert entry.e2e_error_at_worst <= entry.e2e_bound or entry.e2e_bound == 0
     header, *rows = report.table().splitlines()
     assert "err at worst" in header
+
+
+# --- sensitivity and the probabilistic second tier ------------------------------------------
+
+
+def wide_mlp() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(1024, 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                         nn.Linear(1024, 10)).eval()
+
+
+def reweighted(ir: GraphIR, change) -> GraphIR:
+    return GraphIR(ir.nodes, {k: change(v) if k.endswith("weight") else v
+                              for k, v in ir.constants.items()})
+
+
+@pytest.fixture(scope="module")
+def wide():
+    model = wide_mlp()
+    return model, ncet.convert(model, (1024,))
+
+
+def test_sensitivity_says_what_the_certified_bound_can_see(wide):
+    """bound / |value| at the worst element: a relative change of the value there smaller
+    than this passes the certified check (and 0 for an op that does no rounding)."""
+    model, ir = wide
+    report = ncet.check_exactness(model, ir)
+    x = torch.randn(1, 1024)
+    for entry in report.entries:
+        if entry.op_type == "ReLU":
+            assert entry.sensitivity == 0
+        else:
+            assert 1e-6 < entry.sensitivity < 1e-2, entry
+    (first,) = [e for e in report.entries if e.name == "_0"]
+    # the relative change of that size, applied to the whole layer, is inside the bound
+    scaled = GraphIR(ir.nodes, {**ir.constants, "0.weight": ir.constants["0.weight"] * (
+        1 + first.sensitivity / 4), "0.bias": ir.constants["0.bias"] * (
+        1 + first.sensitivity / 4)})
+    assert not torch.equal(ncet.evaluate(scaled, x), ncet.evaluate(ir, x))
+    assert ncet.check_exactness(model, scaled).first_violation is None
+    assert "sensitivity" in report.to_pandas().columns
+
+
+@pytest.mark.parametrize("fault", ["weights rounded to float16", "weights 1e-4 off"])
+def test_the_second_tier_flags_faults_below_the_certified_bound(wide, fault):
+    model, ir = wide
+    change = {"weights rounded to float16": lambda w: w.half().float(),
+              "weights 1e-4 off": lambda w: w * (1 + 1e-4)}[fault]
+    faulty = reweighted(ir, change)
+    x = torch.randn(4, 1024)
+    assert not torch.equal(ncet.evaluate(faulty, x, dtype=torch.float32), model(x))
+    report = ncet.check_exactness(model, faulty)
+    assert report.ok, "the certified verdict holds: the fault is inside the certified bound"
+    linears = [e.name for e in report.entries if e.op_type == "Linear"]
+    assert report.suspicious == tuple(linears)
+    assert "suspicious (second tier" in report.summary()
+
+
+def test_the_second_tier_is_quiet_on_correct_models(wide):
+    from ncet.examples import load_example
+
+    model, ir = wide
+    report = ncet.check_exactness(model, ir)
+    assert report.ok and report.suspicious == ()
+    assert max(e.suspicion for e in report.entries) < 0.2
+    for name in ("mlp", "lenet", "residual_cnn"):
+        model, shapes = load_example(name)
+        report = ncet.check_exactness(model, ncet.convert(model, *shapes))
+        assert report.ok and report.suspicious == (), (name, report.summary())

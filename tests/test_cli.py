@@ -312,9 +312,15 @@ def test_check_json_reports_every_node(models, capsys):
     assert exactness["ok"] and exactness["first_violation"] is None
     assert exactness["samples"] == 6 and exactness["arithmetic"]["certified"] is True
     assert [n["node"] for n in exactness["nodes"]] == ["_0", "_1", "_2", "_3"]
-    assert set(exactness["nodes"][0]["local"]) == {"max_error", "bound", "ratio",
-                                                   "median_ratio", "ulps", "violations"}
+    assert set(exactness["nodes"][0]["local"]) == {"max_error", "bound", "error_at_worst",
+                                                   "ratio", "median_ratio", "ulps",
+                                                   "violations"}
+    node = exactness["nodes"][0]
+    assert node["checked"] is True and node["suspicious"] is False
+    assert node["sensitivity"] > 0 and node["suspicion"] >= 0
+    assert exactness["unchecked"] == [] and exactness["suspicious"] == []
     assert exactness["outputs"][0]["violations"] == 0
+    assert exactness["outputs"][0]["traced_differs"] is False
 
 
 def test_check_fails_when_eager_execution_differs(models):
@@ -322,6 +328,7 @@ def test_check_fails_when_eager_execution_differs(models):
                            "--samples", "2", "-q", cwd=models)
     assert status == 1 and doc["conversion"]["ok"] and not doc["ok"]
     assert doc["exactness"]["traced_differs"] is True
+    assert doc["exactness"]["outputs"][0]["traced_differs"] is True
     assert doc["exactness"]["outputs"][0]["violations"] > 0
 
 

@@ -76,7 +76,7 @@ MAX_STATIC_ROWS = 500
 the HTML would grow by hundreds of characters per node."""
 
 NODE_HEADERS = ("node", "op_type", "source", "local error", "local bound", "ratio",
-                "e2e error", "e2e bound", "ratio", "")
+                "sensitivity", "suspicion", "e2e error", "e2e bound", "ratio", "")
 
 
 def worst_ratio(entry) -> float:
@@ -102,8 +102,10 @@ def node_row_html(entry) -> str:
             f"{source_cell(e.location, e.source_text)}"
             f"<td>{e.local_max_error:.3g}</td>"
             f"<td>{e.local_bound:.3g}</td><td>{e.local_ratio:.3g}</td>"
+            f"<td>{e.sensitivity:.2g}</td>"
+            f"<td>{e.suspicion:.3g}{' suspicious' if e.suspicious else ''}</td>"
             f"<td>{e.e2e_max_error:.3g}</td><td>{e.e2e_bound:.3g}</td><td>{e.e2e_ratio:.3g}</td>"
-            f"<td>{'VIOLATED' if e.violated else ''}</td></tr>")
+            f"<td>{'VIOLATED' if e.violated else '' if e.checked else 'NOT CHECKED'}</td></tr>")
 
 
 def nodes_html(report: ncet.ExactnessReport, entries=None) -> str:

@@ -80,10 +80,14 @@ def entry_record(entry: ExactnessEntry) -> dict[str, Any]:
         "node": entry.name, "op_type": entry.op_type, "fx_node": entry.fx_name,
         "fx_op": entry.fx_op, "spelling": entry.spelling, "location": entry.location,
         "source_text": entry.source_text, "violated": entry.violated,
+        "checked": entry.checked, "sensitivity": entry.sensitivity,
+        "suspicion": entry.suspicion, "suspicious": entry.suspicious,
         "local": {"max_error": entry.local_max_error, "bound": entry.local_bound,
+                  "error_at_worst": entry.local_error_at_worst,
                   "ratio": entry.local_ratio, "median_ratio": entry.local_median_ratio,
                   "ulps": entry.local_ulps, "violations": entry.local_violations},
         "end_to_end": {"max_error": entry.e2e_max_error, "bound": entry.e2e_bound,
+                       "error_at_worst": entry.e2e_error_at_worst,
                        "ratio": entry.e2e_ratio, "median_ratio": entry.e2e_median_ratio,
                        "violations": entry.e2e_violations},
         "note": entry.note,
@@ -93,7 +97,8 @@ def entry_record(entry: ExactnessEntry) -> dict[str, Any]:
 def output_record(output: OutputEntry) -> dict[str, Any]:
     """One model output: eager model(x) against the reference graph."""
     return {"output": output.name, "max_error": output.max_error, "bound": output.bound,
-            "ratio": output.ratio, "violations": output.violations}
+            "ratio": output.ratio, "violations": output.violations,
+            "traced_differs": output.traced_differs, "checked": output.checked}
 
 
 def exactness_record(report: ExactnessReport) -> dict[str, Any]:
@@ -107,6 +112,7 @@ def exactness_record(report: ExactnessReport) -> dict[str, Any]:
         "inputs": report.inputs,
         "traced_differs": report.traced_differs,
         "first_violation": None if first is None else first.name,
+        "unchecked": list(report.unchecked), "suspicious": list(report.suspicious),
         "arithmetic": {"certified": arithmetic.certified, "operand_u": arithmetic.operand_u,
                        "flags": dict(arithmetic.flags), "notes": list(arithmetic.notes)},
         "tightness": {op: {"median_ratio": median, "worst_ratio": worst}
