@@ -170,3 +170,122 @@ def test_script_writes_every_key(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert "convert against its floor" in printed
     assert "mlp 32 wide" in printed and "c/f 10x" in printed
+
+
+# --- benchmarks/cnn_check.py: torchvision's ResNet-18 (CIFAR), VGG-11-BN and ResNet-50 -------
+def _resnet_parameters(block: str, layers: list[int], num_classes: int, cifar_stem: bool) -> int:
+    """Parameters of torchvision's ResNet counted from its definition, layer by layer:
+    convolutions without bias, BatchNorm weight + bias, a 1x1 conv + BatchNorm downsample
+    wherever the stride or the width changes, Linear(512 * expansion, num_classes)."""
+    def conv(cin, cout, k):
+        return cin * cout * k * k
+
+    def bn(c):
+        return 2 * c
+
+    expansion = 1 if block == "basic" else 4
+    total = conv(3, 64, 3 if cifar_stem else 7) + bn(64)
+    inplanes = 64
+    for planes, blocks, stride in zip((64, 128, 256, 512), layers, (1, 2, 2, 2)):
+        for i in range(blocks):
+            out = planes * expansion
+            if block == "basic":
+                total += (conv(inplanes, planes, 3) + bn(planes) + conv(planes, planes, 3)
+                          + bn(planes))
+            else:
+                total += (conv(inplanes, planes, 1) + bn(planes) + conv(planes, planes, 3)
+                          + bn(planes) + conv(planes, out, 1) + bn(out))
+            if i == 0 and (stride != 1 or inplanes != out):
+                total += conv(inplanes, out, 1) + bn(out)
+            inplanes = out
+    return total + inplanes * num_classes + num_classes
+
+
+def test_cnn_parameter_counts_follow_the_torchvision_definitions():
+    # the brief's numbers, recomputed from the layer structure: 11,689,512 (torchvision's
+    # resnet18) - 7,680 (7x7 -> 3x3 stem) - 507,870 (1000 -> 10 classes) = 11,173,962, and
+    # 25,557,032 (resnet50) - 2,028,510 (1000 -> 10 classes) = 23,528,522
+    assert _resnet_parameters("basic", [2, 2, 2, 2], 1000, False) == 11_689_512
+    assert _resnet_parameters("bottleneck", [3, 4, 6, 3], 1000, False) == 25_557_032
+    assert _resnet_parameters("basic", [2, 2, 2, 2], 10, True) == 11_173_962
+    assert _resnet_parameters("bottleneck", [3, 4, 6, 3], 10, False) == 23_528_522
+
+
+def _count(model, kind) -> int:
+    return sum(isinstance(m, kind) for m in model.modules())
+
+
+@pytest.mark.parametrize("name,parameters,convs,linears,maxpools,output", [
+    ("resnet18_cifar", 11_173_962, 20, 1, 0, 10),
+    ("vgg11_bn_cifar", 9_225_984 + 512 * 10 + 10, 8, 1, 5, 10),
+    ("resnet50", 23_528_522, 53, 1, 1, 10)])
+def test_cnn_models_have_the_torchvision_architecture(name, parameters, convs, linears,
+                                                      maxpools, output):
+    from benchmarks import cnn_check
+    nn = torch.nn
+    model, shape = cnn_check.build(name)
+    assert sum(p.numel() for p in model.parameters()) == parameters
+    assert _count(model, nn.Conv2d) == convs
+    assert _count(model, nn.BatchNorm2d) == convs  # one BatchNorm per convolution
+    assert _count(model, nn.Linear) == linears
+    assert _count(model, nn.MaxPool2d) == maxpools
+    assert _count(model, nn.ReLU) > 0
+    assert not any(m.inplace for m in model.modules() if isinstance(m, nn.ReLU))
+    assert not model.training
+    bns = [m for m in model.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert all(float(m.running_mean.abs().max()) > 0 for m in bns)
+    assert all(0.5 <= float(m.running_var.min()) and float(m.running_var.max()) <= 1.5
+               and float(m.running_var.std()) > 0 for m in bns)
+    keys = set(model.state_dict())
+    if name.startswith("resnet"):  # torchvision's state-dict names
+        assert {"conv1.weight", "bn1.running_var", "layer1.0.conv1.weight",
+                "layer2.0.downsample.0.weight", "layer2.0.downsample.1.running_mean",
+                "layer4.1.bn2.weight", "fc.weight", "fc.bias"} <= keys
+        # ResNet-50's first block widens 64 -> 256 channels: a downsample without a stride
+        assert any(k.startswith("layer1.0.downsample") for k in keys) == (name == "resnet50")
+        assert ("layer4.2.conv3.weight" in keys) == (name == "resnet50")
+        stem = model.conv1
+        assert (stem.kernel_size, stem.stride, stem.padding) == (
+            ((7, 7), (2, 2), (3, 3)) if name == "resnet50" else ((3, 3), (1, 1), (1, 1)))
+        first = model.layer2[0]  # Bottleneck (v1.5): the stride on the 3x3 conv, conv2
+        assert (first.conv2 if name == "resnet50" else first.conv1).stride == (2, 2)
+    else:  # make_layers(cfgs["A"], batch_norm=True): conv-BN-ReLU triples and 5 max pools
+        assert len(model.features) == 29
+        assert [i for i, m in enumerate(model.features) if isinstance(m, nn.Conv2d)] == \
+            [0, 4, 8, 11, 15, 18, 22, 25]
+        assert [m.out_channels for m in model.features if isinstance(m, nn.Conv2d)] == \
+            [64, 128, 256, 256, 512, 512, 512, 512]
+        assert sum(p.numel() for p in model.features.parameters()) == 9_225_984
+    with torch.no_grad():
+        assert tuple(model(scale.inputs(shape, 2)).shape) == (2, output)
+
+
+def test_cnn_check_quick_writes_every_row(tmp_path, capsys):
+    import math
+
+    from benchmarks import cnn_check
+    out = tmp_path / "cnn.json"
+    assert cnn_check.main(["--quick", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["failures"] == []
+    assert {"date", "cpu", "nproc", "git_head", "total_s"} <= set(result["machine"])
+    rows = result["rows"]
+    assert [r["model"] for r in rows] == list(cnn_check.MODELS)
+    keys = ("fx_nodes", "samples", "convert_s", "floor_s", "check_s", "check_over_floor",
+            "probes_ms", "probes_over_check_pct", "check_over_floor_cpu",
+            "probes_in_check_ms")
+    for row in rows:
+        assert row["samples"] == 8
+        assert row["verdict"].startswith("exact within the certified bounds")
+        for key in keys:
+            assert math.isfinite(row[key]) and row[key] > 0, (row["model"], key, row[key])
+        assert row["check_over_floor"] == pytest.approx(row["check_s"] / row["floor_s"])
+    printed = capsys.readouterr().out
+    assert "| model | FX nodes | samples |" in printed
+    assert all(f"| {name} |" in printed for name in cnn_check.MODELS)
+
+
+def test_cnn_check_runs_as_a_script():
+    out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", "cnn_check.py"),
+                          "--help"], capture_output=True, text=True, cwd="/", check=True)
+    assert "usage:" in out.stdout and "--quick" in out.stdout
