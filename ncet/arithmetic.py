@@ -43,6 +43,14 @@ def probabilistic_gamma(k: float, u: float, lam: float = SUSPICION_LAMBDA) -> fl
     return math.expm1(lam * math.sqrt(k) * u + k * u * u / (1 - u))
 
 
+def low_precision_dot_gamma(g32: float, u: float) -> float:
+    """The relative error factor of a bfloat16/float16 matrix product whose float32
+    accumulation errs by at most g32 relative: (1 + g32)(1 + u)^2 - 1. The products are exact
+    in float32; the sum is rounded to the dtype once, and once more where ATen adds the bias
+    after the product (`F.linear` on a non-contiguous input of 3 or more dimensions)."""
+    return (1 + g32) * (1 + u) ** 2 - 1
+
+
 def gamma(k: float, u: float) -> float:
     """Higham's gamma_k = k u / (1 - k u); infinite when k u >= 1."""
     if k * u >= 1:
@@ -70,12 +78,12 @@ class ArithmeticModel:
     def gamma(self, dtype: torch.dtype, op_type: str, k: float) -> float:
         """The relative error factor of `k` roundings of an op computed in `dtype`.
 
-        A bfloat16/float16 Linear or Conv2d multiplies its operands exactly in float32,
-        accumulates there and rounds once to `dtype`: (1 + gamma_k(u_32))(1 + u) - 1, not
-        gamma_k(u), which is infinite from 254 (bfloat16) or 2,046 (float16) terms on."""
+        A bfloat16/float16 Linear or Conv2d multiplies its operands exactly in float32 and
+        accumulates there (`low_precision_dot_gamma`), not gamma_k(u), which is infinite
+        from 254 (bfloat16) or 2,046 (float16) terms on."""
         if dtype in LOW_PRECISION and op_type in MATMUL_OPS:
-            u = UNIT_ROUNDOFF[dtype]
-            return gamma(k, UNIT_ROUNDOFF[torch.float32]) * (1 + u) + u
+            return low_precision_dot_gamma(gamma(k, UNIT_ROUNDOFF[torch.float32]),
+                                           UNIT_ROUNDOFF[dtype])
         g = gamma(k, UNIT_ROUNDOFF[dtype])
         if dtype == torch.float32 and op_type in MATMUL_OPS and self.operand_u:
             g += gamma(2, self.operand_u) * (1 + g)  # both operands rounded, then the sum
@@ -158,8 +166,7 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
     notes = ["IEEE 754 binary arithmetic, round to nearest, any summation order, FMA allowed",
              "u = 2^-24 (float32), 2^-53 (float64); underflow: eta = smallest normal per "
              "rounding, results may flush to zero",
-             "CPU kernels; the CUDA TF32 flags are read but apply to CUDA only",
-             "probed on every intra-op thread: subnormals kept, round to nearest"]
+             "CPU kernels; the CUDA TF32 flags are read but apply to CUDA only"]
     outside = []
     unreadable = [k for k in CPU_PRECISION_FLAGS if flags[k].startswith("unreadable")]
     if unreadable == ["float32_matmul_precision"] and all(
@@ -180,10 +187,10 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
         outside.append(f"reduced-precision float32 matmul/convolution ({source}): oneDNN "
                        "flushes subnormal operands in these modes, which the widened bound "
                        "does not cover")
-    for probe in (probe_subnormals, probe_rounding):
-        found = probe()
-        if found:
-            outside.append(found)
+    probed = [probe() for probe in (probe_subnormals, probe_rounding)]
+    outside.extend(found for found in probed if found)
+    if not any(probed):
+        notes.append("probed on every intra-op thread: subnormals kept, round to nearest")
     flags["flush_denormal"] = str(any("-zero" in reason for reason in outside))
     for dtype in dict.fromkeys(low_precision):
         found = probe_low_precision_subnormals(dtype)

@@ -248,9 +248,12 @@ class ExactnessReport:
     def summary(self) -> str:
         """A few lines: the verdict, the first violation, the arithmetic model."""
         first = self.first_violation
-        if not self.arithmetic.certified and first is None:
-            verdict = "NOT CERTIFIED: the arithmetic in force is outside the declared model " \
-                      "(see below); no violation was observed"
+        if not self.arithmetic.certified and first is None and not self.traced_differs \
+                and not any(o.violations for o in self.outputs):
+            reasons = [n.removeprefix("NOT CERTIFIED: ") for n in self.arithmetic.notes
+                       if n.startswith("NOT CERTIFIED: ")]
+            why = reasons[0] if reasons else "the arithmetic in force is outside the declared model"
+            verdict = f"NOT CERTIFIED: {why} (see below); no violation was observed"
         elif self.ok:
             worst = max(self.entries, key=lambda e: max(e.local_ratio, e.e2e_ratio),
                         default=None)
@@ -289,9 +292,12 @@ class ExactnessReport:
                        "reference beyond the bound")
         else:
             entry = next((e for e in self.entries if not e.checked), None)
-            where = f"; first {entry.name!r}: {entry.note}" if entry is not None else ""
+            where = f"; first node {entry.name!r}: {entry.note}" if entry is not None else \
+                f"; first output {self.unchecked[0]!r}" if self.unchecked else ""
             verdict = (f"NOT CERTIFIED: {len(self.unchecked)} node(s) or output(s) could not "
                        f"be checked{where}")
+        if not self.arithmetic.certified and not verdict.startswith("NOT CERTIFIED"):
+            verdict += " (and NOT CERTIFIED: the arithmetic in force is outside the model)"
         lines = [verdict, f"inputs: {self.inputs}",
                  f"arithmetic: {self.arithmetic.describe()}"]
         if self.traced_differs:

@@ -104,8 +104,9 @@ path (on CPUs with AVX512-BF16 or AMX); at a handful of rows it takes ATen's own
 
 
 def probe_low_precision_subnormals(dtype: torch.dtype) -> str | None:
-    """A `dtype` (bfloat16 or float16) matrix product keeps subnormal operands: oneDNN's
-    low-precision kernels (AVX512-BF16, AMX) flush them whatever the flags say.
+    """`dtype` (bfloat16 or float16) matrix products and convolutions keep subnormal
+    operands: oneDNN's low-precision kernels (AVX512-BF16, AMX) flush them whatever the
+    flags say.
 
     The probe multiplies rows of subnormal values by weights whose exact products and sums
     are representable normal numbers, so any flushed operand shows as a zero.
@@ -114,10 +115,13 @@ def probe_low_precision_subnormals(dtype: torch.dtype) -> str | None:
     k = 16
     x = torch.full((LOW_PRECISION_PROBE_ROWS, k), tiny / 4, dtype=dtype)  # subnormal
     w = torch.full((k, k), 64.0, dtype=dtype)  # each sum: 16 * 64 * tiny/4 = 256 tiny
-    for rows in (LOW_PRECISION_PROBE_ROWS, 4):
-        y = F.linear(x[:rows], w)
-        if bool((y == 0).any()):
-            return (f"{str(dtype).removeprefix('torch.')} matrix products flush subnormal "
-                    f"operands to zero (seen at {rows} rows: oneDNN's low-precision "
-                    "kernels), which the bounds do not cover")
+    image = x.reshape(LOW_PRECISION_PROBE_ROWS, k, 1, 1).expand(-1, -1, 4, 4).contiguous()
+    products = {"matrix products": lambda rows: F.linear(x[:rows], w),
+                "convolutions": lambda rows: F.conv2d(image[:rows], w.reshape(k, k, 1, 1))}
+    for kind, product in products.items():
+        for rows in (LOW_PRECISION_PROBE_ROWS, 4):
+            if bool((product(rows) == 0).any()):
+                return (f"{str(dtype).removeprefix('torch.')} {kind} flush subnormal "
+                        f"operands to zero (seen at {rows} rows: oneDNN's low-precision "
+                        "kernels), which the bounds do not cover")
     return None

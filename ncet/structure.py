@@ -33,6 +33,14 @@ def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph) -> None:
         raise ValueError(f"the GraphIR is malformed: Input node(s) {misplaced} carry an index "
                          "other than their position among the Input nodes")
     returned = _returned(graph)
+    nodes = {n.name: n for n in ir.nodes}
+    for name, traced in zip(ir.outputs, returned):
+        if name not in nodes:
+            raise ValueError(f"the GraphIR is malformed: it returns {name!r}, which is none of "
+                             "its nodes")
+        if nodes[name].op_type == "Input" and name != traced:
+            raise ValueError(f"the GraphIR does not match the model: it returns its input "
+                             f"{name!r} where the model's trace returns {traced!r}")
     if list(ir.outputs) != returned and sorted(ir.outputs) == sorted(returned):
         raise ValueError(f"the GraphIR does not match the model: it returns {list(ir.outputs)}, "
                          f"the model's trace returns {returned}, in that order")

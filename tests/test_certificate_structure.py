@@ -248,3 +248,91 @@ def test_the_second_tier_is_quiet_on_correct_models(wide):
         model, shapes = load_example(name)
         report = ncet.check_exactness(model, ncet.convert(model, *shapes))
         assert report.ok and report.suspicious == (), (name, report.summary())
+
+
+# --- found in review: false alarms and raw exceptions ------------------------------------
+
+
+def test_a_slice_of_the_callers_batch_is_checked_like_a_fresh_tensor():
+    """The traced graph and the eager model run on equally allocated copies: a kernel whose
+    path depends on its input's alignment rounds alike in both, and no false alarm follows."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(5, 10), nn.ReLU(), nn.Linear(10, 2)).eval()
+    ir = ncet.convert(model, (5,))
+    x = torch.randn(200, 5)
+    for view in (x[1:65], x[3:103], x[101:180]):
+        report = ncet.check_exactness(model, ir, view)
+        assert report.ok and not report.traced_differs, report.summary()
+    assert ncet.check_exactness(model, ir, x, chunk_size=7).ok
+
+
+class TransposedInput(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l = nn.Linear(8, 64)
+
+    def forward(self, x):
+        return self.l(x.transpose(1, 2))  # non-contiguous, 3-D: ATen adds the bias apart
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=str)
+def test_a_low_precision_linear_that_rounds_the_bias_apart_is_no_false_alarm(dtype):
+    torch.manual_seed(0)
+    model = TransposedInput().to(dtype).eval()
+    with torch.no_grad():
+        model.l.bias.fill_(3.0)
+    ir = ncet.convert(model, (8, 4), dtype=dtype)
+    x = (torch.rand(64, 8, 4) + 0.5).to(dtype)
+    report = ncet.check_exactness(model, ir, x)
+    assert report.first_violation is None, report.summary()
+
+
+def test_violations_lead_the_verdict_even_when_not_certified():
+    class Aliasing(nn.Module):
+        def forward(self, x):
+            y = x.relu()
+            z = y
+            z += 1
+            return y + z
+
+    model = Aliasing()
+    ir = ncet.convert(model, (4,))
+    before = torch.get_float32_matmul_precision()
+    try:
+        torch.set_float32_matmul_precision("medium")
+        report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    finally:
+        torch.set_float32_matmul_precision(before)
+    verdict = report.summary().splitlines()[0]
+    assert verdict.startswith("VIOLATION at output") and "NOT CERTIFIED" in verdict
+    assert "no violation was observed" not in verdict
+
+
+def test_a_node_local_check_alone_can_certify():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.ReLU()).eval()
+    report = ncet.check_exactness(model, ncet.convert(model, (4,)), end_to_end=False,
+                                  samples_per_scale=4)
+    assert report.ok, report.summary()
+
+
+def test_constants_of_the_wrong_shape_are_a_violation_not_a_crash():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 6)).eval()
+    ir = ncet.convert(model, (4,))
+    for name, value in (("0.weight", ir.constants["0.weight"].T.contiguous()),
+                        ("0.bias", torch.zeros(5))):
+        report = ncet.check_exactness(model, GraphIR(ir.nodes, {**ir.constants, name: value}),
+                                      samples_per_scale=2)
+        assert report.first_violation is not None and report.first_violation.name == "_0"
+
+
+def test_an_ir_that_returns_its_input_or_nothing_known_is_a_value_error():
+    model = nn.Sequential(nn.ReLU()).eval()
+    ir = ncet.convert(model, (4,))
+    out = ir.nodes[-1]
+    for returned, says in ((ir.inputs[0].name, "returns its input"), ("nowhere", "none of")):
+        bad = GraphIR((*ir.nodes[:-1], dataclasses.replace(out, inputs=(returned,))),
+                      ir.constants)
+        with pytest.raises(ValueError, match=says):
+            ncet.check_exactness(model, bad, samples_per_scale=2)
