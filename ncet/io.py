@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from ncet.atomic import atomic_writer
 from ncet.consistency import check_consistency
 from ncet.errors import GraphIRFormatError
 from ncet.ir import OP_SCHEMAS, GraphIR, IRNode, Source
@@ -51,7 +52,8 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
 
     Args:
         ir: The graph to write.
-        path: Destination file; overwritten if it exists.
+        path: Destination file; replaced atomically if it exists (a write that fails leaves
+            it as it was).
 
     Raises:
         TypeError: `ir` is not a GraphIR.
@@ -68,7 +70,7 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
         raise ValueError(f"cannot save this GraphIR: {exc}") from None
     text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False).encode("ascii")
-    with open(path, "wb") as f:
+    with atomic_writer(path) as f:  # a failed or concurrent write never leaves a mixed file
         f.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text)
         f.write(bytes(_aligned(_PREFIX.size + len(text)) - _PREFIX.size - len(text)))
         position = 0

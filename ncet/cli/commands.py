@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from .. import check_exactness, diagnose, evaluate, load, save
+from ..atomic import atomic_writer
 from ..errors import GraphIRFormatError
 from ..exactness import DEFAULT_SCALES
 from ..exactness_report import ExactnessReport
@@ -146,7 +147,8 @@ def run_report(args: argparse.Namespace) -> int:
     page = render_report(report, exactness, title=target.text,
                          input_shapes=target.input_shapes, command=command)
     try:
-        Path(args.output).write_text(page, encoding="utf-8")
+        with atomic_writer(args.output) as f:  # the previous report survives a failed write
+            f.write(page.encode("utf-8"))
     except OSError as error:
         raise UsageError(f"cannot write {args.output!r}: {error.strerror or error}. "
                          "Give a writable path, e.g. -o report.html") from error
