@@ -417,3 +417,47 @@ def test_importing_ncet_imports_neither_the_command_nor_matplotlib():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=600)
     assert result.stdout.split() == ["False", "False"], result.stderr
+
+
+# --- hostile text, exits and interrupts --------------------------------------------------------
+
+HOSTILE_NAME = "\x1b[2J\x1b[Hall checks passed\r\x07\ud800"
+
+
+def test_show_escapes_control_characters_and_unencodable_names(tmp_path, capsys):
+    """A file's names reach the terminal escaped: no escape sequence, no crash on a lone
+    surrogate (which JSON, and so load, accepts)."""
+    import dataclasses
+
+    model, shapes = load_example("mlp")
+    ir = ncet.convert(model, *shapes)
+    (linear,) = [n for n in ir.nodes if n.op_type == "Linear"][:1]
+    old = linear.attrs["weight"]
+    nodes = tuple(dataclasses.replace(n, attrs={**n.attrs, "weight": HOSTILE_NAME})
+                  if n.name == linear.name else n for n in ir.nodes)
+    constants = {HOSTILE_NAME if k == old else k: v for k, v in ir.constants.items()}
+    path = tmp_path / "hostile.ncet"
+    ncet.save(ncet.GraphIR(nodes, constants), path)
+    status, out, err = call(capsys, "show", str(path))
+    assert status == 0, err
+    assert "\x1b" not in out and "\r" not in out and "\x07" not in out
+    assert "\\x1b[2J\\x1b[Hall checks passed\\x0d\\x07\\ud800" in out
+
+
+def test_a_target_that_exits_is_a_usage_error_not_a_success(models, capsys):
+    (models / "exits.py").write_text("import sys\nsys.exit(0)\n")
+    status, out, err = call(capsys, "check", "exits.py:build", "--input-shape", "4")
+    assert status == 2 and "called sys.exit(0)" in err and out == ""
+
+
+def test_ctrl_c_exits_130_with_one_line(models, capsys):
+    (models / "slow.py").write_text("def build():\n    raise KeyboardInterrupt\n")
+    status, out, err = call(capsys, "check", "slow.py:build", "--input-shape", "4")
+    assert status == 130 and err == "ncet: interrupted\n"
+
+
+@pytest.mark.parametrize("args", [("--samples", "1000000000000"),
+                                  ("--input-shape", "65536,65536,65536")])
+def test_huge_values_are_usage_errors(args, capsys):
+    status, _, err = call(capsys, "check", "mlp", *args)
+    assert status == 2 and "more than" in err and "Traceback" not in err

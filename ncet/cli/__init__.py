@@ -6,6 +6,10 @@ import sys
 
 from .commands import UsageError
 from .parser import build_parser
+from .terminal import safe_streams
+
+INTERRUPTED = 130
+"""Exit status after Ctrl-C (128 + SIGINT), as shells report it."""
 
 __all__ = ["build_parser", "main"]
 
@@ -17,17 +21,23 @@ def main(argv: list[str] | None = None) -> int:
         argv: The arguments after the program name; `sys.argv[1:]` when None.
 
     Returns:
-        0 on success, 1 when the model is rejected, a check fails or a file is malformed.
+        0 on success, 1 when the model is rejected, a check fails or a file is malformed,
+        130 after Ctrl-C (one line on stderr, no traceback).
 
     Raises:
         SystemExit: With status 2 for usage errors (argparse's convention), after printing
             the usage and what to type instead.
     """
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser().parse_args(argv)
-    args.argv = argv
-    try:
-        return args.run(args)
-    except UsageError as error:
-        args.parser.error(str(error))  # exits with status 2
-        raise AssertionError("unreachable") from error
+    with safe_streams():  # untrusted names never reach the terminal raw
+        try:
+            args = build_parser().parse_args(argv)
+            args.argv = argv
+            try:
+                return args.run(args)
+            except UsageError as error:
+                args.parser.error(str(error))  # exits with status 2
+                raise AssertionError("unreachable") from error
+        except KeyboardInterrupt:
+            print("ncet: interrupted", file=sys.stderr)
+            return INTERRUPTED

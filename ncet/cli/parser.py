@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import re
 import textwrap
 
@@ -26,7 +27,7 @@ examples:
 {textwrap.fill(FORMS_HELP, 88)}
 
 exit status: 0 success; 1 the model is rejected, an exactness check fails or a file is
-malformed; 2 usage error (bad arguments, or a TARGET that cannot be loaded).
+malformed; 2 usage error (bad arguments, or a TARGET that cannot be loaded); 130 Ctrl-C.
 
 Run `ncet COMMAND --help` for a command's options."""
 
@@ -57,7 +58,12 @@ def input_shape(text: str) -> tuple[int, ...]:
             f"{text!r} is not a per-sample shape. Type positive integers separated by commas, "
             "without the batch axis, e.g. --input-shape 3,32,32 (one --input-shape per "
             "forward() argument)")
-    return tuple(int(d) for d in inner.split(",") if d.strip())
+    shape = tuple(int(d) for d in inner.split(",") if d.strip())
+    if math.prod(shape) > MAX_SAMPLE_ELEMENTS:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is {math.prod(shape):,} elements per sample, more than "
+            f"{MAX_SAMPLE_ELEMENTS:,}: give the per-sample shape, without the batch axis")
+    return shape
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -157,7 +163,18 @@ def _check_options() -> argparse.ArgumentParser:
     return options
 
 
+MAX_SAMPLES = 1_000_000
+"""The most --samples per scale: more would not fit in memory for any but the smallest model."""
+
+MAX_SAMPLE_ELEMENTS = 2 ** 31
+"""The most elements one sample of an --input-shape may have (PyTorch's int32 index limit)."""
+
+
 def _positive(text: str) -> int:
     if not text.isdigit() or int(text) == 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer, e.g. --samples 8")
+    if int(text) > MAX_SAMPLES:
+        raise argparse.ArgumentTypeError(f"{text!r} samples per scale is more than the "
+                                         f"{MAX_SAMPLES:,} the check can hold; give fewer, "
+                                         "e.g. --samples 32")
     return int(text)

@@ -22,7 +22,8 @@ class ProgressBar:
 
     def __init__(self, label: str, stream: TextIO | None = None):
         self.label = label
-        self.stream = sys.stderr if stream is None else stream
+        stream = sys.stderr if stream is None else stream
+        self.stream = getattr(stream, "trusted", stream)  # its own text: carriage returns kept
         self.start = time.monotonic()
         self.tty = self.stream.isatty()
         self.last_tenth = -1

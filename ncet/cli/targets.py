@@ -44,6 +44,19 @@ class Target:
 
 def load_target(text: str, input_shapes: tuple[tuple[int, ...], ...] = (),
                 eval_mode: bool = False) -> Target:
+    """`_load_target`, with a TARGET that exits (sys.exit while importing or building the
+    model) reported as the usage error it is, never as the command's own exit status."""
+    try:
+        return _load_target(text, input_shapes, eval_mode)
+    except SystemExit as exit_:
+        raise TargetError(f"TARGET {text!r} called sys.exit({exit_.code!r}) while it was "
+                          "loaded: guard the module's script code with `if __name__ == "
+                          "'__main__':`, or point TARGET at a function that only builds the "
+                          "model") from None
+
+
+def _load_target(text: str, input_shapes: tuple[tuple[int, ...], ...] = (),
+                 eval_mode: bool = False) -> Target:
     """Load the model `text` names; put it in eval mode only when `eval_mode` is set.
 
     Args:
