@@ -45,6 +45,10 @@ from .trace import Traced, call_node, last_uses
 
 _F64 = torch.float64
 
+EAGER_SEED = 0x6E636574  # "ncet"
+"""The global RNG seed of the eager runs (plus the chunk's first sample), inside a fork of the
+caller's RNG state, which stays as it was."""
+
 
 class _Bound(NamedTuple):
     """A rounding node's local bound B_t + B_r (SAFETY included), the float64 gamma of its
@@ -353,13 +357,19 @@ class Checker:
         return total
 
     def _check_outputs(self, chunk, fx_env, ref, radius, start: int) -> None:
+        grad = torch.is_grad_enabled()
         try:
             with torch.random.fork_rng(devices=[]):  # copies: a model may write into its input
+                # a seed of its own, not the state the trace was taken in: a forward() that
+                # draws random numbers (frozen into the trace) differs from its trace
+                torch.manual_seed(EAGER_SEED + start)
                 eager = self.model(*(x.clone() for x in chunk))
         except Exception as error:
             raise ValueError(f"the model's own forward() fails on these inputs, though its "
                              f"traced graph runs ({type(error).__name__}: "
                              f"{str(error).strip().splitlines()[0][:200]})") from error
+        finally:
+            torch.set_grad_enabled(grad)  # forward() may switch it (torch.set_grad_enabled)
         eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
         eager += [None] * (len(self.ir.outputs) - len(eager))  # fewer than the trace returns
         for i, name in enumerate(self.ir.outputs):

@@ -8,6 +8,7 @@ from torch import nn
 from .canonicalize import canonicalize, trace_failure_report
 from .errors import TraceError
 from .ir import GraphIR
+from .isolation import untouched
 from .report import ConversionReport
 
 
@@ -47,7 +48,9 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
     Example:
         >>> ir = ncet.convert(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), (4,))
     """
-    report = canonicalize(model, _check_shapes(input_shapes), dtype, first_error_only=True)
+    shapes = _check_shapes(input_shapes)
+    with untouched(model):
+        report = canonicalize(model, shapes, dtype, first_error_only=True)
     assert report.graph is not None
     return report.graph
 
@@ -72,6 +75,7 @@ def diagnose(model: nn.Module, *input_shapes,
     """
     shapes = _check_shapes(input_shapes)
     try:
-        return canonicalize(model, shapes, dtype, first_error_only=False)
+        with untouched(model):
+            return canonicalize(model, shapes, dtype, first_error_only=False)
     except TraceError as error:
         return trace_failure_report(error)

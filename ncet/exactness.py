@@ -15,6 +15,7 @@ from .checker import Checker
 from .conversion import convert
 from .exactness_report import VALUE_SAMPLE_SIZE, ExactnessReport
 from .ir import GraphIR
+from .isolation import untouched
 from .trace import Traced, recorded_trace, trace_model
 
 CHUNK_ELEMENTS = 2 ** 20
@@ -147,15 +148,16 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
             checker.run([x[start:start + chunk_size] for x in inputs], start, tick)
         return checker.report(described, total)
 
-    traced = recorded_trace(ir, model)
-    if traced is not None:
-        report = check(traced)
-        if not report.traced_differs:
-            reporter.finish()
-            return report
-        # forward() may behave differently since convert: check the model's current trace,
-        # so that a difference is found at its node and not only at the outputs
-    report = check(trace_model(model, len(ir.inputs)))
+    with untouched(model):  # the RNG, the grad mode and the model's buffers, as they were
+        traced = recorded_trace(ir, model)
+        if traced is not None:
+            report = check(traced)
+            if not report.traced_differs:
+                reporter.finish()
+                return report
+            # forward() may behave differently since convert: check the model's current
+            # trace, so that a difference is found at its node and not only at the outputs
+        report = check(trace_model(model, len(ir.inputs)))
     reporter.finish()
     return report
 

@@ -122,3 +122,73 @@ def test_constants_are_copies():
     with torch.no_grad():
         weight.add_(1.0)
     assert not torch.equal(ir.constants["layers.0.weight"], weight)
+
+
+# --- global state and buffers the model's own code changes --------------------------------
+
+
+class Reseeds(nn.Module):
+    """forward() reseeds and draws from the global RNG and switches the grad mode: Python
+    code that runs while FX traces, and again whenever the model runs."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        torch.manual_seed(1234)
+        torch.randn(8)
+        torch.set_grad_enabled(True)
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("grad", [True, False], ids=["grad on", "grad off"])
+def test_rng_and_grad_mode_survive_a_forward_that_changes_them(grad):
+    model = Reseeds().eval()
+    with torch.set_grad_enabled(grad):
+        before = snapshot(model)
+        report = ncet.diagnose(model, (4,))
+        assert report.ok, report.summary()
+        ir = ncet.convert(model, (4,))
+        ncet.check_exactness(model, ir, samples_per_scale=3)
+        assert_same(before, snapshot(model))
+        assert torch.is_grad_enabled() == grad
+
+
+def test_a_check_of_a_model_in_training_mode_leaves_its_buffers():
+    """check_exactness runs the model itself: a training-mode BatchNorm updates its running
+    statistics, spectral_norm its power-iteration vectors. Both are put back."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.utils.spectral_norm(nn.Linear(4, 4)), nn.BatchNorm1d(4),
+                          nn.ReLU()).eval()
+    ir = ncet.convert(model, (4,))
+    model.train()
+    before = snapshot(model)
+    ncet.check_exactness(model, ir, samples_per_scale=3)
+    assert_same(before, snapshot(model))
+
+
+class FailsEagerly(nn.Module):
+    """Traces (FX passes a Proxy), but its own forward() raises after its BatchNorm ran."""
+
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(4)
+
+    def forward(self, x):
+        y = self.bn(x)
+        if not isinstance(x, torch.fx.Proxy):
+            raise RuntimeError("fails after the BatchNorm updated its statistics")
+        return y
+
+
+def test_buffers_are_restored_when_the_check_raises():
+    torch.manual_seed(0)
+    model = FailsEagerly().eval()
+    ir = ncet.convert(model, (4,))
+    model.train()  # the BatchNorm now updates its running statistics on every call
+    x = torch.randn(5, 4) * 10 + 3
+    before = snapshot(model)
+    with pytest.raises(ValueError, match="forward\\(\\) fails"):
+        ncet.check_exactness(model, ir, x)
+    assert_same(before, snapshot(model))

@@ -1,0 +1,46 @@
+"""The user's model and PyTorch's global state, as they were: `convert`, `diagnose` and
+`check_exactness` run inside `untouched(model)`.
+
+Tracing runs forward() on proxies and the checks run the model itself, so code in forward()
+can draw from the global random number generator (`torch.randn`, `torch.manual_seed`),
+switch the grad mode (`torch.set_grad_enabled`), or update buffers when it runs
+(a training-mode BatchNorm's running statistics, `spectral_norm`'s power-iteration vectors
+`weight_u`/`weight_v`, a parametrization's state). `untouched` forks the RNG, restores the grad
+mode, and puts back every buffer, bit for bit, on every exit path (kernels such as
+BatchNorm's update running statistics without moving the tensor's version counter, so every
+buffer is copied back, not only those that look written).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+
+import torch
+from torch import nn
+
+
+@contextlib.contextmanager
+def untouched(model: nn.Module) -> Iterator[None]:
+    """Run the body with the global RNG forked and, afterwards, the grad mode and every
+    buffer of `model` that the body wrote restored (whatever the body raised)."""
+    grad = torch.is_grad_enabled()
+    buffers = [(b, b.detach().clone()) for b in _buffers(model)]
+    try:
+        with torch.random.fork_rng(devices=[]):
+            yield
+    finally:
+        torch.set_grad_enabled(grad)
+        with torch.no_grad():
+            for buffer, saved in buffers:
+                buffer.copy_(saved)
+
+
+def _buffers(model: nn.Module) -> list[torch.Tensor]:
+    """Every buffer of `model`, once (a shared buffer is one tensor), skipping any that is not
+    a tensor of its own (a buffer registered as None)."""
+    seen: dict[int, torch.Tensor] = {}
+    for buffer in model.buffers():
+        if isinstance(buffer, torch.Tensor) and not buffer.is_meta:
+            seen.setdefault(id(buffer), buffer)
+    return list(seen.values())
