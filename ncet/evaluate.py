@@ -165,17 +165,36 @@ def evaluate(ir: GraphIR, *inputs: torch.Tensor, dtype: torch.dtype = torch.floa
         The output tensor, or a tuple of tensors when the model returns several.
 
     Raises:
-        ValueError: The number or per-sample shapes of the inputs do not match the IR.
+        ValueError: The number or per-sample shapes of the inputs do not match the IR, an
+            input is complex, or `dtype` is not a real floating-point dtype.
+        TypeError: `ir` is not a GraphIR, an input is not a tensor (a NumPy array or a list,
+            say: convert it with `torch.as_tensor`), or `dtype` is not a torch.dtype.
 
     Example:
         >>> y = ncet.evaluate(ncet.convert(model, (4,)), torch.randn(8, 4))
     """
+    if not isinstance(ir, GraphIR):
+        raise TypeError(f"ir must be a GraphIR (from ncet.convert or ncet.load), not "
+                        f"{type(ir).__name__}")
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype such as torch.float64, not "
+                        f"{type(dtype).__name__} {dtype!r}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype={dtype} is not a floating-point dtype: GraphIR's operators "
+                         "are real-valued; use torch.float64 (the reference) or the model's "
+                         "own dtype")
     input_nodes = ir.inputs
     if len(inputs) != len(input_nodes):
         raise ValueError(f"the graph takes {len(input_nodes)} input(s), got {len(inputs)}")
     consts = _constants_as(ir, dtype)
     env: dict[str, torch.Tensor] = {}
     for node, x in zip(input_nodes, inputs):
+        if not isinstance(x, torch.Tensor):
+            raise TypeError(f"input {node.name!r} is a {type(x).__name__}, not a tensor: "
+                            "pass torch.as_tensor(x)")
+        if x.is_complex():
+            raise ValueError(f"input {node.name!r} is complex ({x.dtype}): GraphIR's "
+                             "operators are real-valued")
         if tuple(x.shape[1:]) != node.shape:
             raise ValueError(f"input {node.name!r} must have per-sample shape {list(node.shape)}, "
                              f"got a tensor of shape {list(x.shape)}")

@@ -145,6 +145,23 @@ def test_evaluate_checks_its_inputs():
         ncet.evaluate(ir, torch.randn(3, 4), torch.randn(3, 4))
 
 
+@pytest.mark.parametrize(("call", "error", "says"), [
+    (lambda ir: ncet.evaluate(ir, torch.randn(3, 4).numpy()), TypeError, "torch.as_tensor"),
+    (lambda ir: ncet.evaluate(ir, [[0.0] * 4]), TypeError, "not a tensor"),
+    (lambda ir: ncet.evaluate(ir, torch.randn(3, 4), dtype="float64"), TypeError, "torch.dtype"),
+    (lambda ir: ncet.evaluate(ir, torch.randn(3, 4), dtype=torch.int64), ValueError,
+     "not a floating-point"),
+    (lambda ir: ncet.evaluate(ir, torch.randn(3, 4, dtype=torch.complex64)), ValueError,
+     "complex"),
+    (lambda ir: ncet.evaluate("net.ncet", torch.randn(3, 4)), TypeError, "GraphIR"),
+], ids=["numpy", "list", "dtype-string", "dtype-int64", "complex", "ir-string"])
+def test_evaluate_names_the_argument_it_refuses(call, error, says):
+    """Never a silent truncation (int64), a dropped imaginary part or a raw AttributeError."""
+    ir = ncet.convert(nn.Linear(4, 2), (4,))
+    with pytest.raises(error, match=says):
+        call(ir)
+
+
 def test_report_rows_and_dataframe():
     model, shapes = load_example("many_problems")
     report = ncet.diagnose(model, *shapes)
