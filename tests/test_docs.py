@@ -45,3 +45,21 @@ def test_version_is_the_installed_distributions():
 
     project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
     assert ncet.__version__ == project["project"]["version"]
+
+
+def test_every_notebook_assertion_says_what_it_checks():
+    """A notebook that stops on an assertion tells the reader what did not hold."""
+    import ast
+
+    import nbformat
+
+    bare = []
+    for path in sorted((DOCS.parent / "notebooks").glob("*.ipynb")):
+        for cell in nbformat.read(path, as_version=4).cells:
+            if cell.cell_type != "code":
+                continue
+            code = "\n".join("#" + line[1:] if line.startswith("%") else line
+                             for line in cell.source.splitlines())
+            bare += [f"{path.name}: {ast.unparse(node)}" for node in ast.walk(ast.parse(code))
+                     if isinstance(node, ast.Assert) and node.msg is None]
+    assert not bare, bare
