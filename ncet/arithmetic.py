@@ -7,6 +7,8 @@ from dataclasses import dataclass, field
 
 import torch
 
+from . import probes
+
 UNIT_ROUNDOFF: dict[torch.dtype, float] = {
     torch.float64: 2.0 ** -53, torch.float32: 2.0 ** -24,
     torch.bfloat16: 2.0 ** -8, torch.float16: 2.0 ** -11,
@@ -75,16 +77,20 @@ class ArithmeticModel:
     flags: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
-    def gamma(self, dtype: torch.dtype, op_type: str, k: float) -> float:
-        """The relative error factor of `k` roundings of an op computed in `dtype`.
+    def gamma(self, dtype: torch.dtype, op_type: str, k: float,
+              probable: bool = False) -> float:
+        """The relative error factor of `k` roundings of an op computed in `dtype`; with
+        `probable`, Higham and Mary's probabilistic factor in its place (the second tier,
+        never the certificate).
 
         A bfloat16/float16 Linear or Conv2d multiplies its operands exactly in float32 and
         accumulates there (`low_precision_dot_gamma`), not gamma_k(u), which is infinite
         from 254 (bfloat16) or 2,046 (float16) terms on."""
+        of = probabilistic_gamma if probable else gamma
         if dtype in LOW_PRECISION and op_type in MATMUL_OPS:
-            return low_precision_dot_gamma(gamma(k, UNIT_ROUNDOFF[torch.float32]),
+            return low_precision_dot_gamma(of(k, UNIT_ROUNDOFF[torch.float32]),
                                            UNIT_ROUNDOFF[dtype])
-        g = gamma(k, UNIT_ROUNDOFF[dtype])
+        g = of(k, UNIT_ROUNDOFF[dtype])
         if dtype == torch.float32 and op_type in MATMUL_OPS and self.operand_u:
             g += gamma(2, self.operand_u) * (1 + g)  # both operands rounded, then the sum
         return g
@@ -151,15 +157,8 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
     for the dtypes in `low_precision`, whether their matrix products flush subnormal
     operands), and declare the arithmetic they imply. Never raises for a flag it cannot
     read: that is itself outside the model."""
-    from .probes import (
-        probe_low_precision_subnormals,
-        probe_rounding,
-        probe_subnormals,
-        read_fpmath_mode,
-    )
-
     flags = {name: _read(getter) for name, getter in PRECISION_FLAGS.items()}
-    fpmath_u, fpmath = read_fpmath_mode()
+    fpmath_u, fpmath = probes.read_fpmath_mode()
     if fpmath:
         flags["onednn.fpmath_mode"] = fpmath.partition("=")[2]
     flags["mkldnn.available"] = _read(torch.backends.mkldnn.is_available)
@@ -187,13 +186,13 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
         outside.append(f"reduced-precision float32 matmul/convolution ({source}): oneDNN "
                        "flushes subnormal operands in these modes, which the widened bound "
                        "does not cover")
-    probed = [probe() for probe in (probe_subnormals, probe_rounding)]
+    probed = [probe() for probe in (probes.probe_subnormals, probes.probe_rounding)]
     outside.extend(found for found in probed if found)
     if not any(probed):
         notes.append("probed on every intra-op thread: subnormals kept, round to nearest")
     flags["flush_denormal"] = str(any("-zero" in reason for reason in outside))
     for dtype in dict.fromkeys(low_precision):
-        found = probe_low_precision_subnormals(dtype)
+        found = probes.probe_low_precision_subnormals(dtype)
         if found:
             outside.append(found)
     if "False" in (flags["mkldnn.enabled"], flags["mkldnn.available"]) \

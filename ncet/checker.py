@@ -13,15 +13,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from .arithmetic import (
-    LOW_PRECISION,
-    MATMUL_OPS,
-    SMALLEST_NORMAL,
-    UNIT_ROUNDOFF,
-    ArithmeticModel,
-    low_precision_dot_gamma,
-    probabilistic_gamma,
-)
+from .arithmetic import SMALLEST_NORMAL, UNIT_ROUNDOFF, ArithmeticModel
 from .bounds import BOUND_RULES, SAFETY, rounding
 from .evaluate import EVALUATORS
 from .exactness_report import (
@@ -426,11 +418,7 @@ class Checker:
         if dtype not in UNIT_ROUNDOFF:
             return 1.0
         certified = self.arithmetic.gamma(dtype, node.op_type, k)
-        if dtype in LOW_PRECISION and node.op_type in MATMUL_OPS:
-            likely = low_precision_dot_gamma(
-                probabilistic_gamma(k, UNIT_ROUNDOFF[torch.float32]), UNIT_ROUNDOFF[dtype])
-        else:
-            likely = probabilistic_gamma(k, UNIT_ROUNDOFF[dtype])
+        likely = self.arithmetic.gamma(dtype, node.op_type, k, probable=True)
         return max(1.0, certified / likely) if math.isfinite(certified) and likely > 0 else 1.0
 
     def report(self, described: str, samples: int) -> ExactnessReport:

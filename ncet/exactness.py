@@ -133,10 +133,10 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
                           if n.op_type in MATMUL_OPS and n.dtype in ("bfloat16", "float16"))
 
     reporter = _Progress(progress)
+    arithmetic = read_arithmetic_model(low_precision)  # read and probed once, for both passes
 
     def check(traced: Traced) -> ExactnessReport:
-        checker = Checker(model, traced, ir, read_arithmetic_model(low_precision), local,
-                          end_to_end)
+        checker = Checker(model, traced, ir, arithmetic, local, end_to_end)
         total = inputs[0].shape[0]
         checker.sample(total, keep_samples, seed)
         starts = range(0, total, chunk_size)

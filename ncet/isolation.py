@@ -25,7 +25,7 @@ def untouched(model: nn.Module) -> Iterator[None]:
     """Run the body with the global RNG forked and, afterwards, the grad mode and every
     buffer of `model` that the body wrote restored (whatever the body raised)."""
     grad = torch.is_grad_enabled()
-    buffers = [(b, b.detach().clone()) for b in _buffers(model)]
+    buffers = [(b, b.detach().clone()) for b in model.buffers() if not b.is_meta]
     try:
         with torch.random.fork_rng(devices=[]):
             yield
@@ -35,12 +35,3 @@ def untouched(model: nn.Module) -> Iterator[None]:
             for buffer, saved in buffers:
                 buffer.copy_(saved)
 
-
-def _buffers(model: nn.Module) -> list[torch.Tensor]:
-    """Every buffer of `model`, once (a shared buffer is one tensor), skipping any that is not
-    a tensor of its own (a buffer registered as None)."""
-    seen: dict[int, torch.Tensor] = {}
-    for buffer in model.buffers():
-        if isinstance(buffer, torch.Tensor) and not buffer.is_meta:
-            seen.setdefault(id(buffer), buffer)
-    return list(seen.values())
