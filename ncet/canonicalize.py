@@ -111,6 +111,22 @@ def trace_failure_report(error: TraceError) -> ConversionReport:
     return ConversionReport((row,), None)
 
 
+_LIBRARY_MODULES = ("torch", "_operator", "operator", "math", "builtins", "_functools")
+"""Where the functions a graph may call live when they are not the user's own code."""
+
+
+def _is_user_code(node: torch.fx.Node) -> bool:
+    """A call_function node of a function outside PyTorch and Python's own operators (one
+    the user registered with `torch.fx.wrap`): rejected, it is never run, since it may do
+    anything to the model or the world."""
+    if node.op != "call_function":
+        return False
+    target = node.target
+    module = getattr(target, "__module__", None) \
+        or getattr(getattr(target, "__objclass__", None), "__module__", None) or ""
+    return module.partition(".")[0] not in _LIBRARY_MODULES
+
+
 def _display(target: Any) -> str:
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
@@ -208,7 +224,8 @@ class _Walk:
     def _call(self, node: torch.fx.Node) -> Row:
         spelling, display, module, module_path, module_type, rejection = self._resolve(node)
         self.clock.lap("canonicalization")
-        failure = self._execute(node, module, trusted=spelling is not None and rejection is None)
+        failure = self._execute(node, module, trusted=spelling is not None and rejection is None,
+                                run=rejection is None or not _is_user_code(node))
         self.clock.lap("boundary checks")  # the batch-size comparison ends _execute
         context = dict(spelling=display, module_path=module_path, module_type=module_type)
         value = self.values[node]
@@ -233,7 +250,8 @@ class _Walk:
         except MissingShape:
             pass
         if value.failed and failure is None:
-            return self._row(node, "skipped", message="not checked: a node it depends on failed",
+            return self._row(node, "skipped", message="not checked: a node it depends on failed "
+                                                      "or was not run",
                              **context)
         if failure is not None:
             return self._row(node, "boundary", error=self._error(node, display, failure), **context)
@@ -307,9 +325,10 @@ class _Walk:
 
     # --- shape propagation ----------------------------------------------------------
     def _execute(self, node: torch.fx.Node, module: nn.Module | None,
-                 trusted: bool) -> Rejection | None:
-        """Run the node at both batch sizes and record its Value; return a failure, if any."""
-        kind, failed = "const", False
+                 trusted: bool, run: bool) -> Rejection | None:
+        """Run the node at both batch sizes and record its Value; return a failure, if any.
+        A node that must not `run` is recorded as failed, so its users are not checked."""
+        kind, failed = "const", not run
         for n in node.all_input_nodes:
             value = self.values[n]
             failed = failed or value.failed

@@ -20,9 +20,9 @@ def _check_shapes(input_shapes) -> tuple[tuple[int, ...], ...]:
         if isinstance(shape, int):
             shape = (shape,)
         if not isinstance(shape, (tuple, list, torch.Size)) or not all(
-                isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
+                isinstance(d, int) and not isinstance(d, bool) and 0 < d < 2**63 for d in shape):
             raise ValueError(f"a per-sample input shape must be a tuple of positive ints "
-                             f"(without the batch axis), got {shape!r}")
+                             f"below 2**63 (without the batch axis), got {shape!r:.200}")
         checked.append(tuple(shape))
     return tuple(checked)
 

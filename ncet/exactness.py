@@ -103,7 +103,8 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
             inputs do not match the IR's Input nodes (count, per-sample shape, dtype) or are
             empty, or the options would check nothing (no samples, no chunk, both checks
             off): a check of nothing certifies nothing.
-        TypeError: `ir` is not a GraphIR, or an input is not a tensor.
+        TypeError: `ir` is not a GraphIR, an input is not a tensor, or an option is not of
+            its type (ints for counts and the seed, bools for the switches).
 
     Example:
         >>> report = ncet.check_exactness(model, ir)
@@ -111,6 +112,8 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     """
     if isinstance(ir, torch.Tensor):
         ir, inputs = None, (ir, *inputs)
+    _check_option_types(samples_per_scale=samples_per_scale, seed=seed, chunk_size=chunk_size,
+                        keep_samples=keep_samples, local=local, end_to_end=end_to_end)
     _check_options(samples_per_scale, chunk_size, local, end_to_end, bool(inputs))
     if ir is None:
         if not inputs:
@@ -162,6 +165,20 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     return report
 
 
+def _check_option_types(**options) -> None:
+    """Each option of check_exactness is of its type (an int, not a bool or a float; a bool
+    for the switches; chunk_size also None), named when it is not."""
+    for name, value in options.items():
+        if name in ("local", "end_to_end"):
+            if not isinstance(value, bool):
+                raise TypeError(f"{name} must be True or False, not {value!r:.60}")
+        elif not (value is None and name == "chunk_size") and (
+                not isinstance(value, int) or isinstance(value, bool)):
+            raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r:.60}")
+    if options["keep_samples"] < 0:
+        raise ValueError(f"keep_samples={options['keep_samples']}: give 0 (keep none) or more")
+
+
 def _check_options(samples_per_scale: int, chunk_size: int | None, local: bool,
                    end_to_end: bool, given: bool) -> None:
     """Refuse options under which nothing would be checked."""
@@ -178,6 +195,9 @@ def _check_tensors(inputs: Sequence) -> None:
     for i, x in enumerate(inputs):
         if not isinstance(x, torch.Tensor):
             raise TypeError(f"input {i} is a {type(x).__name__}, not a tensor")
+        if x.device.type != "cpu" or x.layout != torch.strided:
+            raise ValueError(f"input {i} is a {x.layout} tensor on {x.device}: "
+                             "check_exactness runs on dense CPU tensors")
         if x.dim() == 0 or x.shape[0] == 0:
             raise ValueError(f"input {i} has no samples (shape {list(x.shape)}): give a batch "
                              "of at least one sample")

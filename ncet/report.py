@@ -10,7 +10,8 @@ from .ir import GraphIR
 
 STATUSES = ("mapped", "lifted", "unsupported", "boundary", "skipped")
 """Row statuses: mapped to an op_type, lifted into constants, rejected by spelling, rejected
-by the support boundary, or not checked because a node it depends on failed to run."""
+by the support boundary, or not checked because a node it depends on failed to run (or was
+not run: a rejected function of the user's own code)."""
 
 _PROBLEMS = ("unsupported", "boundary")
 

@@ -11,6 +11,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from .errors import TraceError
 from .trace import BATCH_SIZES, call_node, last_uses, make_example_inputs
 
 SHAPE_ONLY_AFTER_SECONDS = 0.02
@@ -25,12 +26,23 @@ class ShapePropagation:
 
     Values at the second batch size feed only shapes downstream, so a node whose first run
     was slow may get zeros of the shape fake tensors give (`SHAPE_ONLY_AFTER_SECONDS`).
-    Training-mode modules, and modules of spellings outside the tables, run on a deep copy.
+    Training-mode modules, and modules of spellings outside the tables, run on a deep copy;
+    modules run without their hooks (which are not part of the trace either).
     """
 
     def __init__(self, graph: torch.fx.Graph, input_shapes, dtype: torch.dtype):
-        self.examples = [make_example_inputs(input_shapes, dtype, b, seed=b)
-                         for b in BATCH_SIZES]
+        try:
+            self.examples = [make_example_inputs(input_shapes, dtype, b, seed=b)
+                             for b in BATCH_SIZES]
+        except (RuntimeError, TypeError, ValueError, MemoryError) as exc:  # too large
+            raise TraceError(
+                "shape-propagation", f"the example inputs (per-sample shapes "
+                f"{', '.join(str(list(s)) for s in input_shapes)} at batch sizes "
+                f"{' and '.join(map(str, BATCH_SIZES))}, {dtype}) cannot be made: "
+                f"{str(exc).strip().splitlines()[0][:200]}",
+                hint="give per-sample shapes without the batch axis: the model runs on "
+                     "batches of 2 and 3 samples of them while it converts"
+            ) from None
         self.envs: list[dict[torch.fx.Node, Any]] = [{} for _ in BATCH_SIZES]
         self._release = last_uses(graph)
         self._module_copies: dict[int, nn.Module] = {}
@@ -69,7 +81,7 @@ class ShapePropagation:
                 if results and time.perf_counter() - started > SHAPE_ONLY_AFTER_SECONDS:
                     result = self._shape_only(node, env, module)
                 if result is None:
-                    result = call_node(node, env, module)
+                    result = call_node(node, env, module, hooks=False)
                 env[node] = result
                 results.append(result)
         except Exception:
@@ -90,7 +102,7 @@ class ShapePropagation:
             inputs = {n: mode.from_tensor(env[n]) if isinstance(env[n], torch.Tensor)
                       else env[n] for n in node.all_input_nodes}
             with mode:
-                out = call_node(node, inputs, module)
+                out = call_node(node, inputs, module, hooks=False)
         except Exception:  # an op without a fake kernel, or anything else: run it for real
             return None
         if not isinstance(out, torch.Tensor) or not all(isinstance(d, int) for d in out.shape):

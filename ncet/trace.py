@@ -16,10 +16,12 @@ import torch.fx
 from torch import nn
 
 from .errors import TraceError
+from .trace_patches import confined_patches
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NCET_DIR = os.path.dirname(__file__) + os.sep
-_NCET_MACHINERY = tuple(_NCET_DIR + f for f in ("trace.py", "canonicalize.py", "conversion.py"))
+_NCET_MACHINERY = tuple(_NCET_DIR + f for f in ("trace.py", "trace_patches.py", "canonicalize.py",
+                                                 "conversion.py"))
 
 BATCH_SIZES = (2, 3)
 """The two temporary batch sizes: a node whose leading size does not follow them is rejected."""
@@ -38,9 +40,19 @@ class _LocatingTracer(torch.fx.Tracer):
     Walking a few frames is much cheaper than FX's full `record_stack_traces`. Buffers are
     proxied like parameters, so code such as `self.buf.add_(1)` is recorded (and rejected),
     not run on the model's own buffer while tracing.
+
+    Hooks are not part of the trace: a module FX traces through runs its forward() without
+    its forward hooks and pre-hooks (a leaf module's call is recorded without them anyway),
+    so a hook that logs or stores activations never sees a Proxy, and one that changes a
+    module's output shows in `check_exactness`, which calls the model itself.
     """
 
     proxy_buffer_attributes = True
+
+    def call_module(self, m, forward, args, kwargs):
+        """FX's `call_module`, with a traced-through module's forward() run without its
+        hooks."""
+        return super().call_module(m, m.forward, args, kwargs)
 
     def __init__(self):
         super().__init__()
@@ -159,6 +171,16 @@ class _LeafRoot(nn.Module):
         self.add_module(_ROOT_ATTR, module)
 
 
+def _nesting_depth(model: nn.Module) -> int:
+    """How many modules deep the model's submodules nest (the model alone is 0), counted
+    without recursion, since it is asked when recursion has run out."""
+    depth, level, seen = 0, [model], {id(model)}
+    while level := [c for m in level for c in m.children() if id(c) not in seen]:
+        seen.update(id(c) for c in level)
+        depth += 1
+    return depth
+
+
 _LEAF_FORWARDS = {
     1: lambda self, x: self.root(x),
     2: lambda self, x, y: self.root(x, y),
@@ -237,7 +259,16 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
     else:
         root = model
     try:
-        graph = tracer.trace(root)
+        with confined_patches():  # FX patches nn.Module for this thread only
+            graph = tracer.trace(root)
+    except RecursionError as exc:  # not a line of the model's: FX's own depth per level
+        raise TraceError(
+            "trace-failed", f"torch.fx.symbolic_trace exceeded Python's recursion limit "
+                            f"({sys.getrecursionlimit()}) with modules nested "
+                            f"{_nesting_depth(model)} deep: "
+                            "tracing takes more Python frames per module than an eager call",
+            hint="raise the limit before converting, e.g. sys.setrecursionlimit(10_000), or "
+                 "nest the modules less deeply") from exc
     except Exception as exc:  # FX raises many types; the user needs one, with the cause
         location, text = failure_location(exc)
         raise TraceError(
@@ -285,13 +316,15 @@ def recorded_trace(ir: object, model: nn.Module) -> Traced | None:
     return None
 
 
-def call_node(node: torch.fx.Node, env: dict, module: nn.Module | None = None):
+def call_node(node: torch.fx.Node, env: dict, module: nn.Module | None = None, *,
+              hooks: bool = True):
     """Run one call_* FX node on the values in `env` (keyed by FX node); `module` is the
-    submodule to call for call_module (the caller may pass a copy)."""
+    submodule to call for call_module (the caller may pass a copy), with its hooks or, when
+    not `hooks`, its forward() alone."""
     args = torch.fx.node.map_arg(node.args, env.__getitem__)
     kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
     if node.op == "call_module":
-        return module(*args, **kwargs)
+        return module(*args, **kwargs) if hooks else module.forward(*args, **kwargs)
     if node.op == "call_method":
         return getattr(args[0], node.target)(*args[1:], **kwargs)
     return node.target(*args, **kwargs)

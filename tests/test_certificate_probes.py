@@ -235,6 +235,30 @@ def test_inputs_are_validated_against_the_ir(mlp):
         ncet.check_exactness(model, ir, good.tolist())
 
 
+@pytest.mark.parametrize(("options", "error", "says"), [
+    ({"samples_per_scale": "8"}, TypeError, "samples_per_scale must be an int"),
+    ({"samples_per_scale": 2.0}, TypeError, "samples_per_scale must be an int"),
+    ({"seed": True}, TypeError, "seed must be an int"),
+    ({"chunk_size": 1.5}, TypeError, "chunk_size must be an int"),
+    ({"keep_samples": -1}, ValueError, "keep_samples=-1"),
+    ({"local": 1}, TypeError, "local must be True or False"),
+    ({"end_to_end": "yes"}, TypeError, "end_to_end must be True or False"),
+], ids=["samples as str", "samples as float", "seed as bool", "chunk as float",
+        "negative keep", "local as int", "end_to_end as str"])
+def test_options_of_the_wrong_type_are_named(mlp, options, error, says):
+    model, ir, _ = mlp
+    with pytest.raises(error, match=says):
+        ncet.check_exactness(model, ir, **options)
+
+
+def test_inputs_off_the_cpu_are_refused(mlp):
+    model, ir, shapes = mlp
+    with pytest.raises(ValueError, match="input 0 is a torch.strided tensor on meta"):
+        ncet.check_exactness(model, ir, torch.randn(4, *shapes[0], device="meta"))
+    with pytest.raises(ValueError, match="input 0 is a torch.sparse_coo tensor"):
+        ncet.check_exactness(model, ir, torch.randn(4, *shapes[0]).to_sparse())
+
+
 def test_a_relu_model_with_inputs_of_the_wrong_shape_is_refused():
     model = nn.Sequential(nn.ReLU()).eval()
     ir = ncet.convert(model, (4,))

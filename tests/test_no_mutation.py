@@ -192,3 +192,68 @@ def test_buffers_are_restored_when_the_check_raises():
     with pytest.raises(ValueError, match="forward\\(\\) fails"):
         ncet.check_exactness(model, ir, x)
     assert_same(before, snapshot(model))
+
+
+# --- hooks and the user's own functions ----------------------------------------------------
+
+WRAPPED_CALLS: list[str] = []
+
+
+def logs_and_passes(x):
+    """A function of the user's own, recorded by FX as one call (torch.fx.wrap): outside
+    the spelling tables, so rejected, and it must not run."""
+    WRAPPED_CALLS.append("ran")
+    return x
+
+
+torch.fx.wrap("logs_and_passes")
+
+
+class CallsWrapped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return logs_and_passes(self.fc(x)).relu()
+
+
+def test_a_rejected_wrapped_function_is_never_run():
+    WRAPPED_CALLS.clear()
+    model = CallsWrapped().eval()
+    report = ncet.diagnose(model, (4,))
+    assert [(r.fx_name, r.code) for r in report.errors] == [("logs_and_passes",
+                                                             "unsupported-function")]
+    assert {r.fx_name: r.status for r in report.rows}["relu"] == "skipped"
+    with pytest.raises(ncet.UnsupportedOperatorError) as caught:
+        ncet.convert(model, (4,))
+    assert caught.value.code == "unsupported-function"
+    assert WRAPPED_CALLS == []
+
+
+def hooked_model(seen: list) -> nn.Module:
+    """Hooks that store what they see on every module: leaves (Linear, ReLU) and modules FX
+    traces through (the inner Sequential, the model)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Linear(4, 2))).eval()
+    for name, module in model.named_modules():
+        module.register_forward_pre_hook(lambda m, args, name=name: seen.append(("pre", name)))
+        module.register_forward_hook(
+            lambda m, args, out, name=name: seen.append(("post", name, out.detach().cpu())))
+    return model
+
+
+def test_hooks_do_not_run_in_convert_or_diagnose():
+    """Hooks are not part of the trace and shape propagation calls forward() alone: a hook
+    that stores activations sees nothing (and never a Proxy), and its detach().cpu() is not
+    recorded as a node to reject."""
+    seen: list = []
+    model = hooked_model(seen)
+    before = snapshot(model)
+    report = ncet.diagnose(model, (4,))
+    assert report.ok, report.summary()
+    ir = ncet.convert(model, (4,))
+    assert seen == []
+    assert_same(before, snapshot(model))
+    assert ncet.check_exactness(model, ir, samples_per_scale=2).ok  # storing hooks change nothing
+    assert seen, "check_exactness calls the model, so its hooks run there"

@@ -118,8 +118,41 @@ def test_nodes_after_a_failure_are_skipped_not_reported():
 def test_bad_input_shapes_are_a_value_error():
     with pytest.raises(ValueError, match="per-sample"):
         ncet.convert(nn.ReLU(), (3, -1))
+    with pytest.raises(ValueError, match="below 2\\*\\*63"):
+        ncet.convert(nn.ReLU(), (2**70,))
     with pytest.raises(ncet.TraceError, match="input-count"):
         ncet.convert(nn.ReLU())
+
+
+@pytest.mark.parametrize("shape", [(2**40,), (2**62, 2**62), (2**31, 2**31)],
+                         ids=["2^40 elements", "beyond int64", "2^62 elements"])
+def test_example_inputs_too_large_to_make_are_a_conversion_error(shape):
+    """convert raises a TraceError with a reason code; diagnose reports it, never raises."""
+    with pytest.raises(ncet.TraceError) as info:
+        ncet.convert(nn.ReLU(), shape)
+    assert info.value.code == "shape-propagation"
+    assert "example inputs" in str(info.value) and str(list(shape)) in str(info.value)
+    assert [r.code for r in ncet.diagnose(nn.ReLU(), shape).errors] == ["shape-propagation"]
+
+
+def nested(depth: int) -> nn.Module:
+    model = nn.ReLU()
+    for _ in range(depth):
+        model = nn.Sequential(model)
+    return model
+
+
+def test_deep_nesting_converts_or_names_the_recursion_limit():
+    """150 nested Sequentials convert; nesting past Python's recursion limit for FX is
+    refused with that cause, not a location inside copy.py or NCET."""
+    assert [n.op_type for n in ncet.convert(nested(150), (3,)).nodes] == [
+        "Input", "ReLU", "Output"]
+    with pytest.raises(ncet.TraceError) as info:
+        ncet.convert(nested(400), (3,))
+    assert info.value.code == "trace-failed"
+    assert "recursion limit" in str(info.value) and "nested 400 deep" in str(info.value)
+    assert info.value.location == ""
+    assert "setrecursionlimit" in info.value.hint
 
 
 def test_multiple_inputs_and_outputs():

@@ -1,0 +1,154 @@
+"""NCET under threads: concurrent calls give the results of sequential ones, and a trace in
+one thread never disturbs eager calls of any model in another (issue 21, item 1)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch import nn
+
+import ncet
+from ncet.examples import load_example
+
+TIMEOUT = 120  # seconds a thread may take before the test calls it hung
+
+
+def file_bytes(ir, tmp_path, name: str) -> bytes:
+    path = tmp_path / name
+    ncet.save(ir, path)
+    return path.read_bytes()
+
+
+def run_threads(targets) -> list:
+    """Run each callable in its own thread; return their results, re-raising the first
+    exception (a hung thread fails the test)."""
+    results: list = [None] * len(targets)
+    errors: list = []
+
+    def body(i, target):
+        try:
+            results[i] = target()
+        except BaseException as exc:  # noqa: BLE001 - reported to the test below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=body, args=(i, t), daemon=True)
+               for i, t in enumerate(targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(TIMEOUT)
+        assert not t.is_alive(), "a thread hung"
+    if errors:
+        raise errors[0]
+    return results
+
+
+def module_call_is_pristine() -> bool:
+    """nn.Module's __call__ and __getattr__ are PyTorch's own, not a tracer's patch."""
+    return (nn.Module.__call__ is nn.Module._wrapped_call_impl
+            and nn.Module.__dict__["__getattr__"].__qualname__ == "Module.__getattr__")
+
+
+class PausesWhileTraced(nn.Module):
+    """A model whose forward() stops halfway through its trace until told to go on, so that
+    another thread can act while FX has nn.Module patched."""
+
+    def __init__(self, paused: threading.Event, resume: threading.Event):
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(4, 4), nn.Linear(4, 3)
+        self.paused, self.resume = paused, resume
+
+    def forward(self, x):
+        y = self.fc1(x).relu()
+        if isinstance(x, torch.fx.Proxy):
+            self.paused.set()
+            assert self.resume.wait(TIMEOUT), "never resumed"
+        return self.fc2(y)
+
+
+def test_eager_calls_in_another_thread_are_undisturbed_mid_trace():
+    """While one thread is inside FX's trace (nn.Module patched), another thread calls
+    models eagerly, including a submodule of the very model being traced: each call runs
+    as PyTorch runs it, and nothing of it leaks into the trace."""
+    torch.manual_seed(0)
+    other, _ = load_example("residual_cnn")
+    x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1))
+    with torch.no_grad():
+        expected = other(x)
+    paused, resume = threading.Event(), threading.Event()
+    traced = PausesWhileTraced(paused, resume).eval()
+    result = {}
+
+    def convert():
+        result["ir"] = ncet.convert(traced, (4,))
+
+    thread = threading.Thread(target=convert, daemon=True)
+    thread.start()
+    try:
+        assert paused.wait(TIMEOUT), "the trace never reached forward()"
+        with torch.no_grad():
+            during = other(x)
+            fc2 = traced.fc2(torch.ones(1, 4))
+        assert isinstance(during, torch.Tensor) and torch.equal(during, expected)
+        assert isinstance(fc2, torch.Tensor) and fc2.shape == (1, 3)
+    finally:
+        resume.set()
+        thread.join(TIMEOUT)
+    ir = result["ir"]
+    assert [n.op_type for n in ir.nodes] == ["Input", "Linear", "ReLU", "Linear", "Output"]
+    assert module_call_is_pristine()
+
+
+def test_a_failed_trace_leaves_pytorch_unpatched():
+    class Fails(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:  # data-dependent control flow: FX raises mid-trace
+                return x
+            return -x
+
+    with pytest.raises(ncet.TraceError) as caught:
+        ncet.convert(Fails(), (4,))
+    assert caught.value.code == "trace-failed"
+    assert module_call_is_pristine()
+
+
+def test_concurrent_calls_give_the_sequential_results(tmp_path):
+    """Two threads converting and diagnosing, one checking, one running the model eagerly,
+    all at once and repeatedly: every result is the sequential one."""
+    model, shapes = load_example("residual_cnn")
+    x = torch.randn(4, *shapes[0], generator=torch.Generator().manual_seed(2))
+    with torch.no_grad():
+        eager_expected = model(x)
+    reference = file_bytes(ncet.convert(model, *shapes), tmp_path, "reference.ncet")
+    diagnosed = ncet.diagnose(model, *shapes)
+    ir = ncet.convert(model, *shapes)
+    rounds = 6
+    rng = torch.random.get_rng_state()
+
+    def converter(k):
+        return [file_bytes(ncet.convert(model, *shapes), tmp_path, f"t{k}_{i}.ncet")
+                for i in range(rounds)]
+
+    def diagnoser():
+        return [ncet.diagnose(model, *shapes).summary() for _ in range(rounds)]
+
+    def checker():
+        return [ncet.check_exactness(model, ir, samples_per_scale=2).ok for _ in range(2)]
+
+    def eager():
+        outputs = []
+        for _ in range(4 * rounds):
+            with torch.no_grad():
+                outputs.append(model(x))
+        return outputs
+
+    saved_a, saved_b, summaries, checks, eagers = run_threads(
+        [lambda: converter(0), lambda: converter(1), diagnoser, checker, eager])
+    assert saved_a == [reference] * rounds and saved_b == [reference] * rounds
+    assert summaries == [diagnosed.summary()] * rounds
+    assert checks == [True, True]
+    assert all(torch.equal(out, eager_expected) for out in eagers)
+    assert module_call_is_pristine()
+    assert torch.equal(torch.random.get_rng_state(), rng), "the global RNG state changed"
