@@ -31,8 +31,9 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
     """Trace `model` and project it onto canonical GraphIR.
 
     Args:
-        model: The PyTorch model; it is never modified. Put it in eval mode first if it
-            has dropout or BatchNorm.
+        model: The PyTorch model; it is never modified, and its hooks do not run (they are
+            not part of the graph). Put it in eval mode first if it has dropout or
+            BatchNorm.
         *input_shapes: One per-sample shape (no batch axis) per forward() argument.
         dtype: The dtype of the example inputs used for shape propagation.
 
@@ -44,6 +45,9 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
         UnsupportedOperatorError: The first spelling outside the spec's tables.
         SupportBoundaryError: The first recognised spelling outside the support boundary.
         ValueError: The input shapes are malformed.
+
+    Safe to call from several threads: `convert`, `diagnose` and `check_exactness` run one
+    at a time, and other threads' eager calls are never disturbed (docs/reliability.md).
 
     Example:
         >>> ir = ncet.convert(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), (4,))
@@ -63,7 +67,7 @@ def diagnose(model: nn.Module, *input_shapes,
     code, a message and a hint.
 
     Args:
-        model: The PyTorch model; it is never modified.
+        model: The PyTorch model; it is never modified, and its hooks do not run.
         *input_shapes: One per-sample shape (no batch axis) per forward() argument.
         dtype: The dtype of the example inputs used for shape propagation.
 

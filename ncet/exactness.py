@@ -75,7 +75,8 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     are not bit-identical to the eager model's, the model is traced again.
 
     Args:
-        model: The model the IR was converted from; it is run, never modified.
+        model: The model the IR was converted from; it is run (hooks and all), never
+            modified.
         ir: Its GraphIR; converted from `model` when None (then `inputs` are required, or
             give the IR).
         *inputs: Batched inputs; generated when omitted (several scales and signs, seeded).
@@ -105,6 +106,9 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
             off): a check of nothing certifies nothing.
         TypeError: `ir` is not a GraphIR, an input is not a tensor, or an option is not of
             its type (ints for counts and the seed, bools for the switches).
+
+    Safe to call from several threads; calls of `check_exactness`, `convert` and `diagnose`
+    run one at a time (docs/reliability.md).
 
     Example:
         >>> report = ncet.check_exactness(model, ir)

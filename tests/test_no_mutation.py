@@ -257,3 +257,54 @@ def test_hooks_do_not_run_in_convert_or_diagnose():
     assert_same(before, snapshot(model))
     assert ncet.check_exactness(model, ir, samples_per_scale=2).ok  # storing hooks change nothing
     assert seen, "check_exactness calls the model, so its hooks run there"
+
+
+def parametrized_model() -> nn.Module:
+    """New-style parametrizations: spectral_norm keeps power-iteration buffers (`_u`, `_v`)
+    that a training-mode call updates; weight_norm splits the weight into two parameters;
+    a plain parametrization of the user's own. Parametrized modules are outside the
+    spelling tables (a type of their own), so convert rejects them, but diagnose runs each
+    on example inputs."""
+
+    class Symmetric(nn.Module):
+        def forward(self, w):
+            return (w + w.T) / 2
+
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.utils.parametrizations.spectral_norm(nn.Linear(4, 4)),
+                          nn.ReLU(), nn.utils.parametrizations.weight_norm(nn.Linear(4, 4)),
+                          nn.Linear(4, 4))
+    nn.utils.parametrize.register_parametrization(model[3], "weight", Symmetric())
+    return model
+
+
+@pytest.mark.parametrize("training", [False, True], ids=["eval", "train"])
+def test_parametrizations_are_untouched(training):
+    model = parametrized_model().train(training)
+    before = snapshot(model)
+    report = ncet.diagnose(model, (4,))  # runs each parametrized module on example inputs
+    assert [(r.fx_name, r.code) for r in report.errors] == [
+        ("_0", "unsupported-module"), ("_2", "unsupported-module"), ("_3", "unsupported-module")]
+    with pytest.raises(ncet.UnsupportedOperatorError):
+        ncet.convert(model, (4,))
+    assert_same(before, snapshot(model))
+    assert [(n, type(m).__name__) for n, m in model.named_modules()] == [
+        (n, type(m).__name__) for n, m in parametrized_model().named_modules()]
+
+
+def test_global_module_hooks_do_not_run_in_convert_or_diagnose():
+    """Hooks registered for every module (torch.nn.modules.module.register_module_*) are
+    not part of the trace either."""
+    seen: list = []
+    handles = [nn.modules.module.register_module_forward_pre_hook(
+                   lambda m, args: seen.append(type(m).__name__)),
+               nn.modules.module.register_module_forward_hook(
+                   lambda m, args, out: seen.append(type(m).__name__))]
+    try:
+        model, shapes = load_example("residual_cnn")
+        ncet.diagnose(model, *shapes)
+        ncet.convert(model, *shapes)
+    finally:
+        for handle in handles:
+            handle.remove()
+    assert seen == []

@@ -122,7 +122,9 @@ def test_concurrent_calls_give_the_sequential_results(tmp_path):
     with torch.no_grad():
         eager_expected = model(x)
     reference = file_bytes(ncet.convert(model, *shapes), tmp_path, "reference.ncet")
-    diagnosed = ncet.diagnose(model, *shapes)
+    rejected, rejected_shapes = load_example("many_problems")
+    diagnosed = (ncet.diagnose(model, *shapes).summary(),
+                 [(r.fx_name, r.code) for r in ncet.diagnose(rejected, *rejected_shapes).errors])
     ir = ncet.convert(model, *shapes)
     rounds = 6
     rng = torch.random.get_rng_state()
@@ -131,8 +133,10 @@ def test_concurrent_calls_give_the_sequential_results(tmp_path):
         return [file_bytes(ncet.convert(model, *shapes), tmp_path, f"t{k}_{i}.ncet")
                 for i in range(rounds)]
 
-    def diagnoser():
-        return [ncet.diagnose(model, *shapes).summary() for _ in range(rounds)]
+    def diagnoser():  # the accepted model and one with every kind of problem, in turn
+        return [(ncet.diagnose(model, *shapes).summary(),
+                 [(r.fx_name, r.code) for r in ncet.diagnose(rejected, *rejected_shapes).errors])
+                for _ in range(rounds)]
 
     def checker():
         return [ncet.check_exactness(model, ir, samples_per_scale=2).ok for _ in range(2)]
@@ -147,7 +151,7 @@ def test_concurrent_calls_give_the_sequential_results(tmp_path):
     saved_a, saved_b, summaries, checks, eagers = run_threads(
         [lambda: converter(0), lambda: converter(1), diagnoser, checker, eager])
     assert saved_a == [reference] * rounds and saved_b == [reference] * rounds
-    assert summaries == [diagnosed.summary()] * rounds
+    assert summaries == [diagnosed] * rounds
     assert checks == [True, True]
     assert all(torch.equal(out, eager_expected) for out in eagers)
     assert module_call_is_pristine()
