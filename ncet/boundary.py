@@ -44,6 +44,10 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
                        "batch sizes 2 and 3), or whose per-sample shape changes with it",
                  "batch-not-preserved"),
     BoundaryRule(_ANY, "a result that is not of a floating-point dtype", "dtype"),
+    BoundaryRule(_ANY, "a module whose weight a forward pre-hook recomputes on every call "
+                       "(the old-style `nn.utils.weight_norm` and `nn.utils.spectral_norm`, "
+                       "`torch.nn.utils.prune`); no other hook is part of the graph either, "
+                       "and none runs while converting", "weight-hook"),
     BoundaryRule(("Input",), "one per-sample shape per forward() argument", "input-count"),
     BoundaryRule(("Input",), "a model torch.fx.symbolic_trace cannot trace", "trace-failed"),
     BoundaryRule(("Input",), "a model that fails on example inputs of the given shapes",

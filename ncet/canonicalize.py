@@ -16,6 +16,7 @@ from torch import nn
 from .constants import ConstantLifter
 from .context import Mapped, MissingShape, NodeContext, Value, bind
 from .errors import ConversionError, Rejection, TraceError, UnsupportedOperatorError, make_error
+from .hooks import weight_hook_rejection
 from .ir import OP_SCHEMAS, GraphIR, IRNode, Source
 from .report import ConversionReport, Row
 from .shape_propagation import ShapePropagation, follows_batch
@@ -28,7 +29,7 @@ from .spellings import (
     REJECTED_FUNCTIONS,
     UNSUPPORTED_HINTS,
 )
-from .trace import BATCH_SIZES, Traced, record_trace, trace_model
+from .trace import BATCH_SIZES, Traced, is_library_function, record_trace, trace_model
 
 _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
 
@@ -111,22 +112,6 @@ def trace_failure_report(error: TraceError) -> ConversionReport:
     return ConversionReport((row,), None)
 
 
-_LIBRARY_MODULES = ("torch", "_operator", "operator", "math", "builtins", "_functools")
-"""Where the functions a graph may call live when they are not the user's own code."""
-
-
-def _is_user_code(node: torch.fx.Node) -> bool:
-    """A call_function node of a function outside PyTorch and Python's own operators (one
-    the user registered with `torch.fx.wrap`): rejected, it is never run, since it may do
-    anything to the model or the world."""
-    if node.op != "call_function":
-        return False
-    target = node.target
-    module = getattr(target, "__module__", None) \
-        or getattr(getattr(target, "__objclass__", None), "__module__", None) or ""
-    return module.partition(".")[0] not in _LIBRARY_MODULES
-
-
 def _display(target: Any) -> str:
     module = getattr(target, "__module__", None) or ""
     name = getattr(target, "__qualname__", None) or getattr(target, "__name__", repr(target))
@@ -190,6 +175,13 @@ class _Walk:
         else:
             self.values[node] = Value("const", False)
         self.shapes.set_constant(node, value)
+        owner, _, name = str(node.target).rpartition(".")
+        module = self.traced.attribute(owner) if owner else self.root
+        rejection = weight_hook_rejection(module, name) if isinstance(module, nn.Module) \
+            else None
+        if rejection is not None:  # read by a module FX traced through, e.g. F.linear(x, w)
+            return self._row(node, "boundary", spelling=path, module_path=path,
+                             error=self._error(node, path, rejection))
         return self._row(node, "lifted", spelling=path, module_path=path,
                          shape=self.values[node].shape)
 
@@ -225,7 +217,8 @@ class _Walk:
         spelling, display, module, module_path, module_type, rejection = self._resolve(node)
         self.clock.lap("canonicalization")
         failure = self._execute(node, module, trusted=spelling is not None and rejection is None,
-                                run=rejection is None or not _is_user_code(node))
+                                run=rejection is None or node.op != "call_function"
+                                or is_library_function(node.target))
         self.clock.lap("boundary checks")  # the batch-size comparison ends _execute
         context = dict(spelling=display, module_path=module_path, module_type=module_type)
         value = self.values[node]
@@ -276,7 +269,8 @@ class _Walk:
                 return None, module_type, module, module_path, module_type, Rejection(
                     "unsupported-module", f"module type {module_type} is not in the spelling "
                                           "table", hint=_UNLISTED_HINT)
-            return spelling, spelling.display, module, module_path, module_type, None
+            return spelling, spelling.display, module, module_path, module_type, \
+                weight_hook_rejection(module)
         stack = node.meta.get("nn_module_stack")
         if stack:  # the innermost module whose forward() made the call
             innermost = next(reversed(stack))

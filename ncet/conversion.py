@@ -27,6 +27,16 @@ def _check_shapes(input_shapes) -> tuple[tuple[int, ...], ...]:
     return tuple(checked)
 
 
+def _check_dtype(dtype) -> torch.dtype:
+    if not isinstance(dtype, torch.dtype):
+        raise TypeError(f"dtype must be a torch.dtype such as torch.float32, not "
+                        f"{type(dtype).__name__} {dtype!r:.60}")
+    if not dtype.is_floating_point:
+        raise ValueError(f"dtype={dtype}: the example inputs must be floating-point "
+                         "(torch.float32, torch.float64, torch.float16 or torch.bfloat16)")
+    return dtype
+
+
 def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32) -> GraphIR:
     """Trace `model` and project it onto canonical GraphIR.
 
@@ -44,7 +54,8 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
         TraceError: FX cannot trace the model, or it fails on the example inputs.
         UnsupportedOperatorError: The first spelling outside the spec's tables.
         SupportBoundaryError: The first recognised spelling outside the support boundary.
-        ValueError: The input shapes are malformed.
+        ValueError: The input shapes are malformed, or `dtype` is not floating-point.
+        TypeError: `dtype` is not a torch.dtype.
 
     Safe to call from several threads: `convert`, `diagnose` and `check_exactness` run one
     at a time, and other threads' eager calls are never disturbed (docs/reliability.md).
@@ -52,7 +63,7 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
     Example:
         >>> ir = ncet.convert(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), (4,))
     """
-    shapes = _check_shapes(input_shapes)
+    shapes, dtype = _check_shapes(input_shapes), _check_dtype(dtype)
     with untouched(model):
         report = canonicalize(model, shapes, dtype, first_error_only=True)
     assert report.graph is not None
@@ -75,9 +86,10 @@ def diagnose(model: nn.Module, *input_shapes,
         A ConversionReport; `.graph` holds the GraphIR when `.ok`.
 
     Raises:
-        ValueError: The input shapes are malformed.
+        ValueError: The input shapes are malformed, or `dtype` is not floating-point.
+        TypeError: `dtype` is not a torch.dtype.
     """
-    shapes = _check_shapes(input_shapes)
+    shapes, dtype = _check_shapes(input_shapes), _check_dtype(dtype)
     try:
         with untouched(model):
             return canonicalize(model, shapes, dtype, first_error_only=False)

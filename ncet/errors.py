@@ -78,6 +78,9 @@ _REASON_ROWS = (
     ("leaky-relu-slope", "SupportBoundaryError",
      "LeakyReLU negative_slope outside [0, 1] or not finite"),
     ("pool-return-indices", "SupportBoundaryError", "max pooling that returns indices"),
+    ("weight-hook", "SupportBoundaryError",
+     "a weight that a forward pre-hook recomputes (old-style weight_norm, spectral_norm, "
+     "prune)"),
     ("concat-constant", "SupportBoundaryError", "a fixed tensor concatenated with graph tensors"),
     ("advanced-indexing", "SupportBoundaryError", "indexing with tensors, lists or booleans"),
     ("getitem-non-tensor", "SupportBoundaryError", "indexing something that is not a graph tensor"),

@@ -4,6 +4,7 @@ end to end, with the first violation in topological order."""
 from __future__ import annotations
 
 import math
+import operator
 import sys
 from collections.abc import Callable, Sequence
 
@@ -116,8 +117,12 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     """
     if isinstance(ir, torch.Tensor):
         ir, inputs = None, (ir, *inputs)
-    _check_option_types(samples_per_scale=samples_per_scale, seed=seed, chunk_size=chunk_size,
-                        keep_samples=keep_samples, local=local, end_to_end=end_to_end)
+    samples_per_scale, seed, chunk_size, keep_samples = _checked_counts(
+        samples_per_scale=samples_per_scale, seed=seed, chunk_size=chunk_size,
+        keep_samples=keep_samples)
+    for name, value in (("local", local), ("end_to_end", end_to_end)):
+        if not isinstance(value, bool):
+            raise TypeError(f"{name} must be True or False, not {value!r:.60}")
     _check_options(samples_per_scale, chunk_size, local, end_to_end, bool(inputs))
     if ir is None:
         if not inputs:
@@ -169,18 +174,34 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     return report
 
 
-def _check_option_types(**options) -> None:
-    """Each option of check_exactness is of its type (an int, not a bool or a float; a bool
-    for the switches; chunk_size also None), named when it is not."""
+MAX_COUNT = 10**6
+"""The most generated samples per scale, and the most kept value samples per node."""
+
+_COUNT_LIMITS = {"samples_per_scale": MAX_COUNT, "keep_samples": MAX_COUNT,
+                 "seed": 2**63 - 1, "chunk_size": 2**62}
+
+
+def _checked_counts(**options) -> list[int | None]:
+    """The integer options as ints (anything `operator.index` takes: a NumPy integer too,
+    not a bool or a float), each at most its limit, named when it is not."""
+    values = []
     for name, value in options.items():
-        if name in ("local", "end_to_end"):
-            if not isinstance(value, bool):
-                raise TypeError(f"{name} must be True or False, not {value!r:.60}")
-        elif not (value is None and name == "chunk_size") and (
-                not isinstance(value, int) or isinstance(value, bool)):
-            raise TypeError(f"{name} must be an int, not {type(value).__name__} {value!r:.60}")
-    if options["keep_samples"] < 0:
-        raise ValueError(f"keep_samples={options['keep_samples']}: give 0 (keep none) or more")
+        if value is None and name == "chunk_size":
+            values.append(None)
+            continue
+        if isinstance(value, bool):
+            raise TypeError(f"{name} must be an int, not bool {value!r}")
+        try:
+            value = operator.index(value)
+        except TypeError:
+            raise TypeError(f"{name} must be an int, not {type(value).__name__} "
+                            f"{value!r:.60}") from None
+        if not 0 <= value <= _COUNT_LIMITS[name]:
+            raise ValueError(f"{name}={value:.6g}: give an int from 0 to "
+                             f"{_COUNT_LIMITS[name]:,}" if value > 0 else
+                             f"{name}={value}: give an int from 0 to {_COUNT_LIMITS[name]:,}")
+        values.append(value)
+    return values
 
 
 def _check_options(samples_per_scale: int, chunk_size: int | None, local: bool,

@@ -285,7 +285,8 @@ class ExactnessReport:
             verdict = (f"VIOLATION at output {names}: the model's own eager output is not "
                        "bit-identical to its traced graph's on the same inputs, so the trace "
                        "the GraphIR follows is not what the model computes (tracing differs "
-                       "from eager execution, e.g. an in-place update of an aliased tensor)")
+                       "from eager execution, e.g. an in-place update of an aliased tensor, "
+                       "or a forward hook, which is not part of the graph)")
         elif any(o.violations for o in self.outputs):
             names = ", ".join(repr(o.name) for o in self.outputs if o.violations)
             verdict = (f"VIOLATION at output {names}: the eager model differs from the "

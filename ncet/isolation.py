@@ -8,7 +8,10 @@ switch the grad mode (`torch.set_grad_enabled`), or update buffers when it runs
 `weight_u`/`weight_v`, a parametrization's state). `untouched` forks the RNG, restores the grad
 mode, and puts back every buffer, bit for bit, on every exit path (kernels such as
 BatchNorm's update running statistics without moving the tensor's version counter, so every
-buffer is copied back, not only those that look written).
+buffer is copied back, not only those that look written). Plain Python attributes that
+forward() itself changes (a call counter) change as on any call of the model, and are not
+put back: restoring them would hide from `check_exactness` the very state that makes a trace
+differ from the model.
 
 PyTorch's default RNG is the whole process's (the grad mode is per thread), so these calls
 run one at a time (`_CALL_LOCK`): concurrent calls from several threads wait for each other
@@ -18,6 +21,7 @@ and give the sequential results, and each restores the RNG state it found.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 from collections.abc import Iterator
 
@@ -26,6 +30,14 @@ from torch import nn
 
 _CALL_LOCK = threading.RLock()
 """Held for the whole of each `untouched` body: the forked RNG is the whole process's."""
+
+
+def _fresh_lock_in_child() -> None:  # a thread that held it does not exist after os.fork
+    global _CALL_LOCK
+    _CALL_LOCK = threading.RLock()
+
+
+os.register_at_fork(after_in_child=_fresh_lock_in_child)
 
 
 @contextlib.contextmanager
@@ -40,7 +52,9 @@ def untouched(model: nn.Module) -> Iterator[None]:
 @contextlib.contextmanager
 def _restored(model: nn.Module) -> Iterator[None]:
     grad = torch.is_grad_enabled()
-    buffers = [(b, b.detach().clone()) for b in model.buffers() if not b.is_meta]
+    modules = _modules(model)
+    buffers = list({id(b): (b, b.detach().clone()) for m in modules
+                    for b in m._buffers.values() if b is not None and not b.is_meta}.values())
     try:
         with torch.random.fork_rng(devices=[]):
             yield
@@ -49,4 +63,18 @@ def _restored(model: nn.Module) -> Iterator[None]:
         with torch.no_grad():
             for buffer, saved in buffers:
                 buffer.copy_(saved)
+
+
+def _modules(model: nn.Module) -> list[nn.Module]:
+    """Every module of `model` once, found without recursion (a model nested deeper than
+    Python's recursion limit allows is still put back)."""
+    found, stack, seen = [], [model], {id(model)}
+    while stack:
+        module = stack.pop()
+        found.append(module)
+        for child in module._modules.values():
+            if child is not None and id(child) not in seen:
+                seen.add(id(child))
+                stack.append(child)
+    return found
 

@@ -4,6 +4,8 @@ sizes, so that per-sample shapes and batch preservation come from PyTorch itself
 from __future__ import annotations
 
 import copy
+import math
+import os
 import time
 from typing import Any
 
@@ -21,6 +23,22 @@ real run; below this the real kernel is cheaper. The choice changes only the wal
 the shapes are PyTorch's either way."""
 
 
+EXAMPLE_MEMORY_SHARE = 0.5
+"""Example inputs that would take more of the machine's physical memory are refused before
+they are allocated (every node's values at both batch sizes come on top of them)."""
+
+_SHAPES_HINT = ("give per-sample shapes without the batch axis: the model runs on batches of "
+                "2 and 3 samples of them while it converts")
+
+
+def _physical_memory() -> int | None:
+    """This machine's physical memory in bytes, or None where the OS does not say."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
 class ShapePropagation:
     """The values of every node at both batch sizes, each dropped after its last use.
 
@@ -31,18 +49,23 @@ class ShapePropagation:
     """
 
     def __init__(self, graph: torch.fx.Graph, input_shapes, dtype: torch.dtype):
+        what = (f"the example inputs (per-sample shapes "
+                f"{', '.join(str(list(s)) for s in input_shapes)} at batch sizes "
+                f"{' and '.join(map(str, BATCH_SIZES))}, {dtype})")
+        needed = sum(math.prod(s) for s in input_shapes) * sum(BATCH_SIZES) * dtype.itemsize
+        memory = _physical_memory()
+        if memory is not None and needed > memory * EXAMPLE_MEMORY_SHARE:
+            raise TraceError("shape-propagation", f"{what} would take {needed / 2**30:.3g} GiB, "
+                                                  f"more than {EXAMPLE_MEMORY_SHARE:.0%} of "
+                                                  f"this machine's {memory / 2**30:.3g} GiB",
+                             hint=_SHAPES_HINT)
         try:
             self.examples = [make_example_inputs(input_shapes, dtype, b, seed=b)
                              for b in BATCH_SIZES]
-        except (RuntimeError, TypeError, ValueError, MemoryError) as exc:  # too large
-            raise TraceError(
-                "shape-propagation", f"the example inputs (per-sample shapes "
-                f"{', '.join(str(list(s)) for s in input_shapes)} at batch sizes "
-                f"{' and '.join(map(str, BATCH_SIZES))}, {dtype}) cannot be made: "
-                f"{str(exc).strip().splitlines()[0][:200]}",
-                hint="give per-sample shapes without the batch axis: the model runs on "
-                     "batches of 2 and 3 samples of them while it converts"
-            ) from None
+        except (RuntimeError, MemoryError) as exc:  # too large for PyTorch or the allocator
+            message = str(exc).strip().splitlines() or [type(exc).__name__]
+            raise TraceError("shape-propagation", f"{what} cannot be made: {message[0][:200]}",
+                             hint=_SHAPES_HINT) from None
         self.envs: list[dict[torch.fx.Node, Any]] = [{} for _ in BATCH_SIZES]
         self._release = last_uses(graph)
         self._module_copies: dict[int, nn.Module] = {}

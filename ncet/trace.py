@@ -16,7 +16,7 @@ import torch.fx
 from torch import nn
 
 from .errors import TraceError
-from .trace_patches import confined_patches
+from .trace_patches import ForeignTrace, confined_patches
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NCET_DIR = os.path.dirname(__file__) + os.sep
@@ -112,11 +112,11 @@ _LIBRARY_DIRS = tuple(sorted({os.path.join(p, "") for k, p in sysconfig.get_path
 a traced value, say) is reported at the user's line that called them."""
 
 
-def failure_location(exc: BaseException) -> tuple[str, str]:
+def failure_location(exc: BaseException, *, own_only: bool = False) -> tuple[str, str]:
     """The location (as `located` writes it) and text of the line FX could not trace: the
     innermost frame of the user's code in the traceback of an exception raised while
-    tracing, preferring code outside the standard library and installed packages; ("", "")
-    if there is none."""
+    tracing, preferring code outside the standard library and installed packages (or, if
+    `own_only`, only such code); ("", "") if there is none."""
     frames = []
     tb = exc.__traceback__
     while tb is not None:
@@ -128,9 +128,36 @@ def failure_location(exc: BaseException) -> tuple[str, str]:
     if not frames:
         return "", ""
     own = [f for f in frames if not f[0].startswith(_LIBRARY_DIRS)]
+    if own_only and not own:
+        return "", ""
     filename, name, line = (own or frames)[-1]
     linecache.checkcache(filename)
     return located(name, line), source_text(filename, line)
+
+
+_STDLIB_DIR = os.path.join(sysconfig.get_paths()["stdlib"], "")
+_LIBRARY_MODULES = frozenset({"torch", "_operator", "operator", "math", "builtins"})
+_LIBRARY_OP_NAMESPACES = frozenset({"aten", "prims", "quantized", "_quantized"})
+_BUILTIN_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType,
+                  types.WrapperDescriptorType, types.MethodWrapperType)
+
+
+def is_library_function(target: object) -> bool:
+    """True for PyTorch's and Python's own callables (torch.*, F.*, Tensor methods, aten
+    ops, operator, math, builtins); False for anything else a graph may call: a function of
+    the user's own recorded by `torch.fx.wrap`, a decorated or partial function, a custom
+    op. Decided by where the code lives, not by `__module__`, which a wrapper copies."""
+    if isinstance(target, torch._ops.OpOverload):
+        return target.namespace in _LIBRARY_OP_NAMESPACES
+    if isinstance(target, torch._ops.OpOverloadPacket):
+        return target._qualified_op_name.partition("::")[0] in _LIBRARY_OP_NAMESPACES
+    if isinstance(target, types.FunctionType):
+        return target.__code__.co_filename.startswith((_TORCH_DIR, _STDLIB_DIR))
+    if isinstance(target, _BUILTIN_TYPES):
+        module = getattr(target, "__module__", None) \
+            or getattr(getattr(target, "__objclass__", None), "__module__", None) or ""
+        return module.partition(".")[0] in _LIBRARY_MODULES
+    return False
 
 
 def located(place: str, line: int) -> str:
@@ -261,14 +288,26 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
     try:
         with confined_patches():  # FX patches nn.Module for this thread only
             graph = tracer.trace(root)
-    except RecursionError as exc:  # not a line of the model's: FX's own depth per level
+    except ForeignTrace as exc:
         raise TraceError(
-            "trace-failed", f"torch.fx.symbolic_trace exceeded Python's recursion limit "
-                            f"({sys.getrecursionlimit()}) with modules nested "
-                            f"{_nesting_depth(model)} deep: "
-                            "tracing takes more Python frames per module than an eager call",
-            hint="raise the limit before converting, e.g. sys.setrecursionlimit(10_000), or "
-                 "nest the modules less deeply") from exc
+            "trace-failed", f"{exc}: torch.fx patches nn.Module for the whole process while "
+                            "it traces, so two traces at once disturb each other (the model "
+                            "itself may be fine)",
+            hint="run the other torch.fx trace and this conversion one after the other") \
+            from exc
+    except RecursionError as exc:  # not copy.py's line, where the limit happened to be hit
+        location, text = failure_location(exc, own_only=True)
+        depth = _nesting_depth(model)
+        nesting = f" (its modules nest {depth} deep; tracing takes about two more Python " \
+                  "frames per level than an eager call)" if depth > 1 else ""
+        hint = "raise the limit before converting, e.g. sys.setrecursionlimit(10_000), or " \
+               "nest the modules less deeply" if nesting else \
+               "make the recursion in forward() end on something static (while tracing, a " \
+               "condition on a tensor's value cannot stop it)"
+        raise TraceError(
+            "trace-failed", f"Python's recursion limit ({sys.getrecursionlimit()}) was reached "
+                            f"while torch.fx traced the model{nesting}",
+            hint=hint, location=location, source_text=text) from exc
     except Exception as exc:  # FX raises many types; the user needs one, with the cause
         location, text = failure_location(exc)
         raise TraceError(

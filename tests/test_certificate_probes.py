@@ -241,14 +241,25 @@ def test_inputs_are_validated_against_the_ir(mlp):
     ({"seed": True}, TypeError, "seed must be an int"),
     ({"chunk_size": 1.5}, TypeError, "chunk_size must be an int"),
     ({"keep_samples": -1}, ValueError, "keep_samples=-1"),
+    ({"keep_samples": 10**30}, ValueError, "keep_samples=1e\\+30: give an int from 0"),
+    ({"seed": 2**64}, ValueError, "seed=1.8.*give an int from 0"),
+    ({"seed": -1}, ValueError, "seed=-1: give an int from 0"),
     ({"local": 1}, TypeError, "local must be True or False"),
     ({"end_to_end": "yes"}, TypeError, "end_to_end must be True or False"),
 ], ids=["samples as str", "samples as float", "seed as bool", "chunk as float",
-        "negative keep", "local as int", "end_to_end as str"])
+        "negative keep", "huge keep", "huge seed", "negative seed", "local as int",
+        "end_to_end as str"])
 def test_options_of_the_wrong_type_are_named(mlp, options, error, says):
     model, ir, _ = mlp
     with pytest.raises(error, match=says):
         ncet.check_exactness(model, ir, **options)
+
+
+def test_numpy_integers_are_ints(mlp):
+    import numpy as np  # a dependency of pandas, which the test extras install
+    model, ir, _ = mlp
+    assert ncet.check_exactness(model, ir, samples_per_scale=np.int64(2),
+                                chunk_size=np.int32(3), seed=np.uint8(1)).ok
 
 
 def test_inputs_off_the_cpu_are_refused(mlp):

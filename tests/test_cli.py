@@ -461,3 +461,9 @@ def test_ctrl_c_exits_130_with_one_line(models, capsys):
 def test_huge_values_are_usage_errors(args, capsys):
     status, _, err = call(capsys, "check", "mlp", *args)
     assert status == 2 and "more than" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("seed", ["-1", "18446744073709551616", "1.5"])
+def test_a_seed_out_of_range_is_a_usage_error(seed, capsys):
+    status, _, err = call(capsys, "check", "mlp", "--seed", seed)
+    assert status == 2 and "is not a seed" in err and "Traceback" not in err

@@ -159,9 +159,9 @@ def test_a_check_of_a_model_in_training_mode_leaves_its_buffers():
     """check_exactness runs the model itself: a training-mode BatchNorm updates its running
     statistics, spectral_norm its power-iteration vectors. Both are put back."""
     torch.manual_seed(0)
-    model = nn.Sequential(nn.utils.spectral_norm(nn.Linear(4, 4)), nn.BatchNorm1d(4),
-                          nn.ReLU()).eval()
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.ReLU()).eval()
     ir = ncet.convert(model, (4,))
+    nn.utils.spectral_norm(model[0])  # after convert, which refuses it (weight-hook)
     model.train()
     before = snapshot(model)
     ncet.check_exactness(model, ir, samples_per_scale=3)
@@ -308,3 +308,84 @@ def test_global_module_hooks_do_not_run_in_convert_or_diagnose():
         for handle in handles:
             handle.remove()
     assert seen == []
+
+
+def _fresh(tool):
+    torch.manual_seed(0)
+    return nn.Sequential(tool(nn.Linear(4, 4)), nn.ReLU()).eval()
+
+
+def _pruned(model):
+    torch.nn.utils.prune.l1_unstructured(model, "weight", 0.5)
+    return model
+
+
+class _UsesItsWeight(nn.Module):
+    """A module FX traces through that reads its own weight: `F.linear(x, self.weight)`."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(4, 4))
+
+    def forward(self, x):
+        return F.linear(x, self.weight)
+
+
+# (case, model with a weight-computing pre-hook, node rejected, the fix the hint names)
+WEIGHT_HOOK_CASES = [
+    ("spectral_norm", lambda: _fresh(nn.utils.spectral_norm), "_0",
+     lambda m: nn.utils.remove_spectral_norm(m[0])),
+    ("weight_norm", lambda: _fresh(nn.utils.weight_norm), "_0",
+     lambda m: nn.utils.remove_weight_norm(m[0])),
+    ("prune", lambda: _fresh(_pruned), "_0",
+     lambda m: torch.nn.utils.prune.remove(m[0], "weight")),
+    ("weight_norm, traced through", lambda: _fresh(lambda m: nn.utils.weight_norm(
+        _UsesItsWeight())), "_0_weight", lambda m: nn.utils.remove_weight_norm(m[0])),
+]
+
+
+@pytest.mark.filterwarnings("ignore::FutureWarning")  # the old-style tools are deprecated
+@pytest.mark.parametrize(("build", "node", "fix"), [c[1:] for c in WEIGHT_HOOK_CASES],
+                         ids=[c[0] for c in WEIGHT_HOOK_CASES])
+def test_a_weight_a_pre_hook_recomputes_is_refused_until_fixed(build, node, fix):
+    """The module's weight attribute holds only what the last eager call cached (for a fresh
+    spectral_norm, the unnormalised weight), and NCET runs no hooks: refused, with the call
+    that stores the weight; after it, the model converts and is exact against the model as
+    it was (the hook's own output is the oracle)."""
+    model = build()
+    x = torch.randn(8, 4, generator=torch.Generator().manual_seed(3))
+    with torch.no_grad():
+        expected = model(x)  # the hooked model, as its author runs it
+    with pytest.raises(ncet.SupportBoundaryError) as caught:
+        ncet.convert(model, (4,))
+    assert (caught.value.code, caught.value.node) == ("weight-hook", node)
+    assert "remove" in caught.value.hint
+    fix(model)
+    ir = ncet.convert(model, (4,))
+    assert ncet.check_exactness(model, ir, x).ok
+    with torch.no_grad():
+        assert torch.allclose(ncet.evaluate(ir, x, dtype=torch.float32), expected, atol=1e-6)
+
+
+class _Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.fc(x).relu()
+
+
+@pytest.mark.parametrize("register", [
+    lambda block: block.register_forward_hook(lambda m, args, out: out + 1.0),
+    lambda block: block.register_forward_pre_hook(lambda m, args: (args[0] * 2.0,)),
+], ids=["forward hook", "pre-hook"])
+def test_a_hook_that_changes_outputs_is_caught_by_the_check(register):
+    """Hooks are not part of the graph: convert gives forward()'s graph, and the check,
+    which runs the model with its hooks, fails and says that hooks may be why."""
+    torch.manual_seed(0)
+    model = nn.Sequential(_Block(), nn.Linear(4, 2)).eval()
+    register(model[0])
+    report = ncet.check_exactness(model, ncet.convert(model, (4,)), samples_per_scale=2)
+    assert not report.ok and report.traced_differs
+    assert "forward hook" in report.summary()

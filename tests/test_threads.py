@@ -3,6 +3,8 @@ one thread never disturbs eager calls of any model in another (issue 21, item 1)
 
 from __future__ import annotations
 
+import os
+import signal
 import threading
 
 import pytest
@@ -156,3 +158,161 @@ def test_concurrent_calls_give_the_sequential_results(tmp_path):
     assert all(torch.equal(out, eager_expected) for out in eagers)
     assert module_call_is_pristine()
     assert torch.equal(torch.random.get_rng_state(), rng), "the global RNG state changed"
+
+
+class Draws(nn.Module):
+    """forward() draws from the global RNG while traced: the drawn tensor is frozen into
+    the graph as a constant, so it shows which RNG state each conversion started from."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(64, 64)
+
+    def forward(self, x):
+        return self.fc(x) + torch.randn(64)
+
+
+def test_concurrent_conversions_each_start_from_the_callers_rng_state():
+    """convert forks the process-wide RNG and restores it: without one call at a time, a
+    conversion would start from another's forked state and freeze other numbers."""
+    torch.manual_seed(0)
+    model = Draws().eval()
+    rng = torch.random.get_rng_state()
+    expected = ncet.convert(model, (64,)).constants["_tensor_constant0"]
+    assert torch.equal(torch.random.get_rng_state(), rng)
+
+    def converter():
+        return [ncet.convert(model, (64,)).constants["_tensor_constant0"] for _ in range(20)]
+
+    frozen = [c for result in run_threads([converter] * 3) for c in result]
+    assert all(torch.equal(c, expected) for c in frozen)
+    assert torch.equal(torch.random.get_rng_state(), rng)
+
+
+def plain_fx_code(model: nn.Module) -> str:
+    return torch.fx.symbolic_trace(model).code
+
+
+def test_ncet_refuses_to_trace_while_a_plain_fx_trace_runs():
+    """FX itself is not thread-safe: while a torch.fx.symbolic_trace of someone else's runs
+    in another thread, convert refuses (saying why) instead of tracing under its patches,
+    and that trace still gets its own graph."""
+    paused, resume = threading.Event(), threading.Event()
+    plain = PausesWhileTraced(paused, resume).eval()
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("code", plain_fx_code(plain)),
+                              daemon=True)
+    thread.start()
+    try:
+        assert paused.wait(TIMEOUT)
+        with pytest.raises(ncet.TraceError) as caught:
+            ncet.convert(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (4,))
+        assert caught.value.code == "trace-failed"
+        assert "another torch.fx trace is running" in str(caught.value)
+    finally:
+        resume.set()
+        thread.join(TIMEOUT)
+    resume.set()
+    assert result["code"] == plain_fx_code(plain)
+    assert module_call_is_pristine()
+    assert ncet.convert(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (4,)).nodes[1].op_type == \
+        "Linear"
+
+
+def test_a_plain_fx_trace_that_overlaps_ncets_is_reported_not_absorbed():
+    """A plain torch.fx trace that starts in another thread while NCET traces patches
+    nn.Module over NCET's gates: NCET's trace reports it (no graph it may have disturbed),
+    the plain trace gets its own graph, and afterwards every call is PyTorch's own."""
+    paused, resume = threading.Event(), threading.Event()
+    traced = PausesWhileTraced(paused, resume).eval()
+    plain = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+    result = {}
+
+    def convert():
+        try:
+            result["ir"] = ncet.convert(traced, (4,))
+        except ncet.TraceError as error:
+            result["error"] = error
+
+    thread = threading.Thread(target=convert, daemon=True)
+    thread.start()
+    try:
+        assert paused.wait(TIMEOUT)
+        patched = {}
+        original_call = nn.Module.__dict__["__call__"]
+
+        class Watches(nn.Module):  # resumes NCET's trace while this plain trace runs
+            def __init__(self):
+                super().__init__()
+                self.plain = plain
+
+            def forward(self, x):
+                patched["call"] = nn.Module.__dict__["__call__"] is not original_call
+                resume.set()
+                thread.join(TIMEOUT)
+                return self.plain(x)
+
+        graph = torch.fx.symbolic_trace(Watches()).graph
+    finally:
+        resume.set()
+        thread.join(TIMEOUT)
+    assert patched["call"]
+    assert "another torch.fx trace patched nn.Module" in str(result["error"])
+    assert [(n.op, n.target) for n in graph.nodes if n.op == "call_module"] == [
+        ("call_module", "plain.0"), ("call_module", "plain.1")]
+    x = torch.ones(2, 4)
+    with torch.no_grad():
+        assert torch.equal(plain(x), torch.relu(plain[0](x)))
+    assert ncet.convert(traced, (4,)).nodes[1].op_type == "Linear"
+    assert module_call_is_pristine()  # the gate the plain trace put back is gone
+
+
+def test_compiled_models_in_other_threads_run_while_ncet_traces():
+    """torch.compile refuses to run while FX traces (FX's process-wide tracing flag):
+    NCET's trace sets that flag for its own thread only."""
+    compiled = torch.compile(nn.Linear(4, 4), backend="eager")
+    x = torch.ones(2, 4)
+    expected = compiled(x)
+    paused, resume = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=lambda: ncet.convert(PausesWhileTraced(paused, resume).eval(), (4,)),
+        daemon=True)
+    thread.start()
+    try:
+        assert paused.wait(TIMEOUT)
+        assert not torch.fx._symbolic_trace.is_fx_tracing()
+        assert torch.equal(compiled(x), expected)
+    finally:
+        resume.set()
+        thread.join(TIMEOUT)
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
+def test_a_child_forked_mid_trace_converts():
+    """os.fork while another thread is inside a trace (multiprocessing's fork start method,
+    a preloading server): the child has no such thread, so no lock is held and no gate is
+    live there; it converts and runs models eagerly."""
+    paused, resume = threading.Event(), threading.Event()
+    thread = threading.Thread(
+        target=lambda: ncet.convert(PausesWhileTraced(paused, resume).eval(), (4,)),
+        daemon=True)
+    thread.start()
+    try:
+        assert paused.wait(TIMEOUT)
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if everything works
+            code = 1
+            try:
+                signal.alarm(60)
+                ir = ncet.convert(nn.Sequential(nn.Linear(4, 4), nn.ReLU()), (4,))
+                ok = threading.Thread(target=lambda: nn.Linear(4, 2)(torch.ones(1, 4)))
+                ok.start()
+                ok.join()
+                code = 0 if module_call_is_pristine() and len(ir.nodes) == 4 else 1
+            finally:
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+    finally:
+        resume.set()
+        thread.join(TIMEOUT)
+    assert os.waitstatus_to_exitcode(status) == 0

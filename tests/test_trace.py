@@ -143,16 +143,34 @@ def nested(depth: int) -> nn.Module:
 
 
 def test_deep_nesting_converts_or_names_the_recursion_limit():
-    """150 nested Sequentials convert; nesting past Python's recursion limit for FX is
-    refused with that cause, not a location inside copy.py or NCET."""
+    """150 nested Sequentials convert; 220 run eagerly but take FX past Python's recursion
+    limit, which the error names (not a location inside copy.py or NCET); diagnose reports
+    the same, and does not raise even where the limit stops eager calls too."""
     assert [n.op_type for n in ncet.convert(nested(150), (3,)).nodes] == [
         "Input", "ReLU", "Output"]
+    deep = nested(220)
+    assert deep(torch.ones(2, 3)).shape == (2, 3)
     with pytest.raises(ncet.TraceError) as info:
-        ncet.convert(nested(400), (3,))
+        ncet.convert(deep, (3,))
     assert info.value.code == "trace-failed"
-    assert "recursion limit" in str(info.value) and "nested 400 deep" in str(info.value)
+    assert "recursion limit" in str(info.value) and "nest 220 deep" in str(info.value)
     assert info.value.location == ""
     assert "setrecursionlimit" in info.value.hint
+    assert [r.code for r in ncet.diagnose(nested(1200), (3,)).errors] == ["trace-failed"]
+
+
+class _CallsItself(nn.Module):
+    def forward(self, x):
+        return self.forward(x + 1.0)  # recursion of the model's own, at this line
+
+
+def test_recursion_of_the_models_own_is_located():
+    with pytest.raises(ncet.TraceError) as info:
+        ncet.convert(_CallsItself(), (3,))
+    assert "recursion limit" in str(info.value) and "nest" not in str(info.value)
+    assert info.value.location.startswith("test_trace.py:")
+    assert info.value.source_text == "return self.forward(x + 1.0)  # recursion of the " \
+                                     "model's own, at this line"
 
 
 def test_multiple_inputs_and_outputs():

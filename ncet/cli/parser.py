@@ -156,7 +156,7 @@ def _check_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--samples", type=_positive, default=32, metavar="N", help=(
         "generated input samples per scale (three scales: 1e-6, 1, 1e4; default 32)"))
-    options.add_argument("--seed", type=int, default=0, metavar="N",
+    options.add_argument("--seed", type=_seed, default=0, metavar="N",
                          help="seed of the generated inputs (default 0)")
     options.add_argument("-q", "--quiet", action="store_true",
                          help="no progress bar on stderr")
@@ -168,6 +168,13 @@ MAX_SAMPLES = 1_000_000
 
 MAX_SAMPLE_ELEMENTS = 2 ** 31
 """The most elements one sample of an --input-shape may have (PyTorch's int32 index limit)."""
+
+
+def _seed(text: str) -> int:
+    if not text.isdigit() or int(text) >= 2**63:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a seed: give an integer from 0 to "
+                                         "2**63 - 1, e.g. --seed 0")
+    return int(text)
 
 
 def _positive(text: str) -> int:
