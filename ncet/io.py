@@ -14,6 +14,7 @@ from typing import Any
 import torch
 
 from ncet.atomic import atomic_writer
+from ncet.budget import budget_for
 from ncet.consistency import check_consistency
 from ncet.errors import GraphIRFormatError
 from ncet.ir import OP_SCHEMAS, GraphIR, IRNode, Source
@@ -68,8 +69,7 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
         _check_header(header, data_len)
     except GraphIRFormatError as exc:
         raise ValueError(f"cannot save this GraphIR: {exc}") from None
-    text = json.dumps(header, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
-                      allow_nan=False).encode("ascii")
+    text = _CANONICAL.encode(header).encode("ascii")
     with atomic_writer(path) as f:  # a failed or concurrent write never leaves a mixed file
         f.write(_PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text)
         f.write(bytes(_aligned(_PREFIX.size + len(text)) - _PREFIX.size - len(text)))
@@ -80,43 +80,57 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
             position = entry["offset"] + entry["nbytes"]
 
 
-def load(path: str | os.PathLike, *, verify: bool = True) -> GraphIR:
+def load(path: str | os.PathLike, *, verify: bool = True, max_check_bytes: int | None = None,
+         max_check_work: int | None = None) -> GraphIR:
     """Read a GraphIR file written by `save`, validating every field before use.
 
-    Nothing in the file is executed (there is no pickle), and no declared size is trusted
-    before it has been checked against the real size of the file.
+    Nothing in the file is executed (there is no pickle), no declared size is trusted before
+    it has been checked against the real size of the file, and the header must be exactly the
+    bytes `save` would write for it, so an accepted file saves back to its own bytes.
 
     Example:
         >>> ir = ncet.load("net.ncet")
+        >>> big = ncet.load("vision.ncet", max_check_bytes=8 * 2**30)  # a trusted large model
 
     Args:
         path: The file to read.
-        verify: Also check that the graph computes what it declares: every node is run once
-            on one zero sample in float64, and its per-sample shape compared with the
-            declared one (`check_consistency`). Turn off only to inspect a file whose
-            attributes do not compute.
+        verify: Also check that the graph means what it declares (`check_consistency`):
+            every attribute value and dtype is checked, then the graph runs at batch sizes 1
+            and 2 in float64 on zero inputs and every node's shape is compared with the
+            declared one. Turn off only to inspect a file whose attributes do not compute.
+        max_check_bytes: The memory the check may use, in bytes. By default 64 MiB plus 16
+            bytes per byte of the file, at most 4 GiB (`ncet.budget`); a graph whose run could
+            need more is refused before anything is allocated. Raise it for a trusted file
+            whose activations are large next to its weights.
+        max_check_work: The same for the check's work, in multiply-adds and element visits
+            (10^9 to 10^10 a second): by default 10^9 plus 1024 per byte of the file, at most
+            10^11.
 
     Returns:
         The GraphIR, with constants as fresh CPU tensors bit-identical to those saved.
 
     Raises:
-        GraphIRFormatError: The file is not a well-formed GraphIR file of this version, the
-            path is a directory or not a regular file, or (with `verify`) a node's dtype,
-            attributes, constants or declared shape contradict what it computes. The
-            message says what and where.
+        GraphIRFormatError: The file is not a well-formed GraphIR file of this version, its
+            header is not in canonical form, the path is a directory or not a regular file,
+            or (with `verify`) an attribute value, a dtype or a declared shape contradicts the
+            graph, or the check would exceed its memory or work limit. The message says what
+            and where, and for a limit how to raise it.
+        TypeError, ValueError: `max_check_bytes` or `max_check_work` is not a positive int.
         OSError: The path does not exist or cannot be read.
     """
     name = os.fspath(path)
+    budget_for(0, max_check_bytes, max_check_work)  # a bad argument fails before any reading
     try:
-        ir = _load(name)
+        ir, size = _load(name)
         if verify:
-            check_consistency(ir)
+            check_consistency(ir, budget_for(size, max_check_bytes, max_check_work))
         return ir
     except GraphIRFormatError as exc:
         raise GraphIRFormatError(f"{name!r} is not a valid GraphIR file: {exc}") from None
 
 
-def _load(path) -> GraphIR:
+def _load(path) -> tuple[GraphIR, int]:
+    """The GraphIR a file holds, and the file's size."""
     info = os.stat(path)
     if not stat.S_ISREG(info.st_mode):
         _fail("path", "is a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file")
@@ -135,12 +149,14 @@ def _load(path) -> GraphIR:
         if header_len > size - _PREFIX.size:
             _fail("prefix", f"header length {header_len} runs past the end of the file "
                             f"({size} bytes)")
-        header = _parse_json(_read(f, header_len, "the header"))
+        header, text = _parse_json(_read(f, header_len, "the header"))
         data_start = _aligned(_PREFIX.size + header_len)
         if data_start > size:
             _fail("file", "truncated in the padding after the header")
         _read_padding(f, data_start - _PREFIX.size - header_len, "the padding after the header")
         _check_header(header, size - data_start)
+        _check_canonical(header, text)
+        del text
         tensors, position = {}, 0
         for entry in header["constants"]:
             where = f"constant {entry['name']!r:.80}"
@@ -149,7 +165,7 @@ def _load(path) -> GraphIR:
             position = entry["offset"] + entry["nbytes"]
         if f.read(1):  # the file grew after os.stat
             _fail("file", "trailing bytes after the last constant")
-    return _build(header["nodes"], tensors)
+    return _build(header["nodes"], tensors), size
 
 
 def _fail(where: str, problem: str):
@@ -185,7 +201,8 @@ def _read_padding(f, n: int, what: str) -> None:
         _fail("file", f"non-zero bytes in {what}")
 
 
-def _parse_json(data: bytearray) -> Any:
+def _parse_json(data: bytearray) -> tuple[Any, str]:
+    """The parsed header and its text."""
     def no_duplicates(pairs):
         keys = [k for k, _ in pairs]
         if len(set(keys)) != len(keys):
@@ -196,14 +213,58 @@ def _parse_json(data: bytearray) -> Any:
         _fail("header", f"{word} is not allowed (JSON has no such number)")
 
     try:
-        return json.loads(data.decode("utf-8"), object_pairs_hook=no_duplicates,
-                          parse_constant=no_constant)
+        text = data.decode("utf-8")
+        del data[:]  # the text replaces the bytes
+        return json.loads(text, object_pairs_hook=no_duplicates, parse_constant=no_constant), text
     except UnicodeDecodeError as exc:
         _fail("header", f"invalid UTF-8 at byte {exc.start}")
     except RecursionError:
         _fail("header", "JSON nested too deeply")
     except ValueError as exc:  # JSONDecodeError, and ints over the digit limit
         _fail("header", f"invalid JSON ({exc})")
+
+
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                              allow_nan=False)
+"""The header encoding `save` writes."""
+
+
+def _pieces(header: dict):
+    """The canonical header text, one piece per node and per constant (each encoded by the C
+    encoder), so that it is never held whole beside the file's text."""
+    yield "{"
+    for i, key in enumerate(sorted(header)):
+        yield ("," if i else "") + _CANONICAL.encode(key) + ":"
+        if type(header[key]) is list:
+            yield "["
+            for j, item in enumerate(header[key]):
+                yield ("," if j else "") + _CANONICAL.encode(item)
+            yield "]"
+        else:
+            yield _CANONICAL.encode(header[key])
+    yield "}"
+
+
+def _check_canonical(header: dict, text: str) -> None:
+    """The header must be exactly what `save` writes: then an accepted file saves back to its
+    own bytes, and no two files hold one GraphIR."""
+    at = 0
+    for piece in _pieces(header):
+        if not text.startswith(piece, at):
+            break
+        at += len(piece)
+    else:
+        if at == len(text):
+            return
+    canonical = "".join(_pieces(header))
+    at = next((i for i, (a, b) in enumerate(zip(text, canonical)) if a != b),
+              min(len(text), len(canonical)))
+    got = ascii(text[at:at + 12]) if at < len(text) else "the end of the header"
+    want = ascii(canonical[at:at + 12]) if at < len(canonical) else "the end of the header"
+    _fail("header", f"not in canonical form at byte {_PREFIX.size + len(text[:at].encode())} "
+                    f"of the file: {got} where save writes {want} (save writes sorted keys, "
+                    "no spaces, ASCII with \\u escapes, numbers in their shortest form); "
+                    "re-save the GraphIR with ncet.save")
 
 
 # --- The header schema: every check runs on parsed JSON, before anything is built. --------
@@ -244,6 +305,9 @@ def _check_shape(where: str, value) -> int:
         _fail(where, f"rank {len(value)} is over the {MAX_RANK} limit")
     if (numel := math.prod(value)) > _INT64_MAX:
         _fail(where, f"{numel} elements overflows int64")
+    if math.prod(v for v in value if v) > _INT64_MAX:  # the strides: zeros aside
+        _fail(where, f"PyTorch cannot lay out a tensor of shape {value!r:.80}: the product of "
+                     "its non-zero sizes overflows int64")
     return numel
 
 
@@ -415,26 +479,31 @@ def _tensor(data: bytearray, entry: dict, where: str) -> torch.Tensor:
     dtype, shape = DTYPES[entry["dtype"]], entry["shape"]
     if not data:
         return torch.empty(shape, dtype=dtype)
-    raw = torch.frombuffer(data, dtype=torch.uint8)
+    raw = torch.frombuffer(data, dtype=torch.uint8)  # shares the buffer: no second copy
     if dtype == torch.bool and bool((raw > 1).any()):
         _fail(where, "a bool constant holds bytes other than 0 and 1")
     if sys.byteorder == "big":
-        raw = raw.reshape(-1, dtype.itemsize).flip(1).reshape(-1)
-    return raw.view(dtype).reshape(shape).clone()
+        raw = raw.reshape(-1, dtype.itemsize).flip(1).reshape(-1).contiguous()
+    return raw.view(dtype).reshape(shape)
 
 
 def _build(nodes: list[dict], constants: dict[str, torch.Tensor]) -> GraphIR:
-    """Construct the records; their own invariant checks are a second net.
+    """Construct the records, consuming the parsed nodes (so the header and the IR are not
+    both held whole); their own invariant checks are a second net.
 
     List-valued attributes stay lists, as `ncet.convert` builds them; inputs and shapes are
     tuples, as in `IRNode`.
     """
+    nodes.reverse()
+    built = []
     try:
-        return GraphIR(tuple(IRNode(
-            name=n["name"], op_type=n["op_type"], inputs=tuple(n["inputs"]),
-            attrs={k: n["attrs"][k] for k in OP_SCHEMAS[n["op_type"]][1]},
-            shape=None if n["shape"] is None else tuple(n["shape"]), dtype=n["dtype"],
-            source=Source(**n["source"]),
-        ) for n in nodes), constants)
+        while nodes:
+            n = nodes.pop()
+            built.append(IRNode(
+                name=n["name"], op_type=n["op_type"], inputs=tuple(n["inputs"]),
+                attrs={k: n["attrs"][k] for k in OP_SCHEMAS[n["op_type"]][1]},
+                shape=None if n["shape"] is None else tuple(n["shape"]), dtype=n["dtype"],
+                source=Source(**n["source"])))
+        return GraphIR(tuple(built), constants)
     except (AssertionError, ValueError, TypeError, KeyError) as exc:
         raise GraphIRFormatError(f"the IR's own checks rejected it: {exc!r}") from None

@@ -47,8 +47,49 @@ OP_SCHEMAS: Mapping[str, tuple[int | None, Mapping[str, str]]] = MappingProxyTyp
 })
 """Every canonical op_type with its arity and attribute schema (documented in docs/ir.md)."""
 
+CONSTANT_ATTRS: Mapping[str, tuple[str, ...]] = MappingProxyType({
+    op_type: tuple(k for k, kind in schema.items() if kind.startswith("const"))
+    for op_type, (_, schema) in OP_SCHEMAS.items()})
+"""Per op_type, its attributes that name constants (kind "const" or "const?")."""
+
 AFFINE_KINDS = ("add", "sub", "mul", "div")
 PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
+
+# op_type -> {attribute: rule}: what a value of the attribute's kind must also be (null, where
+# the kind allows it, always passes). Rules: ("at least", n) an int >= n; ("ints", length, n)
+# a list of `length` ints (None: any number) each >= n; ("one of", values); ("between", lo,
+# hi) a number strictly between; ("not", value) anything else; ("axes",) a non-empty strictly
+# increasing list of ints >= 0; ("permutation",) the ints 0..n-1 in some order; ("index",)
+# entries that are ints >= 0, [start, stop, step] with 0 <= start <= stop and step >= 1, or
+# null. Rules that relate attributes to each other or to shapes sit in ncet/consistency.py.
+ATTR_RULES: Mapping[str, Mapping[str, tuple]] = MappingProxyType({
+    "Input": {"index": ("at least", 0)},
+    "Conv2d": {"stride": ("ints", 2, 1), "padding": ("ints", 4, 0), "dilation": ("ints", 2, 1),
+               "groups": ("at least", 1), "padding_mode": ("one of", PADDING_MODES)},
+    "AdaptiveAvgPool2d": {"output_size": ("ints", 2, 0)},
+    "AvgPool2d": {"kernel_size": ("ints", 2, 1), "stride": ("ints", 2, 1),
+                  "padding": ("ints", 2, 0), "divisor_override": ("not", 0)},
+    "MaxPool2d": {"kernel_size": ("ints", 2, 1), "stride": ("ints", 2, 1),
+                  "padding": ("ints", 2, 0), "dilation": ("ints", 2, 1)},
+    "LeakyReLU": {"negative_slope": ("between", 0, 1)},
+    "Flatten": {"start_dim": ("at least", 0), "end_dim": ("at least", 0)},
+    "ElementwiseAffine": {"kind": ("one of", AFFINE_KINDS), "tensor_position": ("one of", (0, 1))},
+    "Concat": {"axis": ("at least", 0)},
+    "ReduceMean": {"axes": ("axes",)},
+    "Reshape": {"shape": ("ints", None, 0)},
+    "Permute": {"perm": ("permutation",)},
+    "Transpose": {"dim0": ("at least", 0), "dim1": ("at least", 0)},
+    "GetItem": {"index": ("index",)},
+    "Slice": {"index": ("index",)},
+})
+"""Every attribute's allowed values beyond its kind (docs/ir.md; checked when a file loads)."""
+
+INPUT_RANKS: Mapping[str, tuple[int, ...]] = MappingProxyType({
+    "Linear": tuple(range(1, 16)), "Conv2d": (3,), "BatchNorm": (1, 2, 3),
+    "AdaptiveAvgPool2d": (3,), "AvgPool2d": (3,), "MaxPool2d": (3,),
+})
+"""The per-sample ranks of the input an op_type accepts, as `convert` requires them (other
+op_types take any rank)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -250,6 +250,7 @@ def with_slope(value) -> GraphIR:
     pytest.param(with_slope(-math.inf), id="inf-attr"),
     pytest.param(with_slope(torch.tensor(0.1)), id="tensor-attr"),
     pytest.param(with_node(linear_ir(), "relu", shape=(-1,)), id="negative-shape"),
+    pytest.param(with_node(linear_ir(), "relu", shape=(0, 2**62, 2**62)), id="strides-overflow"),
     pytest.param(with_node(linear_ir(), "relu", dtype=torch.float32), id="dtype-not-a-name"),
     pytest.param(GraphIR(linear_ir().nodes, {**linear_ir().constants,
                                              "fc.bias": torch.zeros(3, dtype=torch.complex64)}),
@@ -356,6 +357,16 @@ def output_not_last(h):
     move(h, -1, 1)
 
 
+def respelled(text_of):
+    """A row whose header is the real one written by `text_of` (another JSON spelling)."""
+    return lambda h, d: pack(text=text_of(h).encode("utf-8"), data=d)
+
+
+def source_text(h: dict, text: str) -> dict:
+    h["nodes"][0]["source"]["location"] = text
+    return h
+
+
 def cut(n: int):
     return lambda h, d: pack(h, d)[:n]
 
@@ -452,6 +463,7 @@ HOSTILE = [
     ("shape-item-over-int64", field(1, "shape", [2**63]), "shape[0]: expected non-negative"),
     ("shape-numel-overflows", field(1, "shape", [2**62, 4]), "overflows int64"),
     ("shape-rank-over-limit", field(1, "shape", [1] * 65), "rank 65 is over the 64 limit"),
+    ("shape-strides-overflow", field(1, "shape", [0, 2**62, 2**62]), "cannot lay out"),
     ("shape-null-for-non-output", field(1, "shape", None), "expected a list of non-negative"),
     ("output-shape-not-null", field(-1, "shape", [4]), "must be null for Output"),
     ("dtype-not-string", field(1, "dtype", 32), "dtype: expected a string"),
@@ -483,6 +495,9 @@ HOSTILE = [
     ("constant-shape-negative", const(0, "shape", [-6]), "shape[0]: expected non-negative"),
     ("constant-shape-bool", const(0, "shape", [True]), "shape[0]: expected non-negative"),
     ("constant-shape-overflows", const(0, "shape", [2**40, 2**40]), "overflows int64"),
+    ("constant-empty-strides-overflow", edit(lambda h: h["constants"].insert(0, {
+        "name": "void", "dtype": "float32", "shape": [0, 2**62, 2**62], "offset": 0,
+        "nbytes": 0})), "PyTorch cannot lay out a tensor of shape [0, "),
     ("constant-nbytes-mismatch", const(0, "nbytes", 20), "expected 24 (numel x itemsize)"),
     ("constant-nbytes-string", const(0, "nbytes", "24"), "expected 24 (numel x itemsize)"),
     ("constant-nbytes-float", const(0, "nbytes", 24.0), "expected 24 (numel x itemsize)"),
@@ -495,6 +510,26 @@ HOSTILE = [
     ("constant-offsets-overlap", const(1, "offset", 16), "overlaps 'f32'"),
     ("constant-offset-gap", gap, "leaves a gap"),
     ("constant-bool-byte-not-0-or-1", data_byte("flags", 1, 2), "bytes other than 0 and 1"),
+    # The header's spelling (issue 21, item 8): only the bytes save writes are accepted.
+    ("header-indented", respelled(lambda h: json.dumps(h, sort_keys=True, indent=1)),
+     "not in canonical form at byte 21 of the file"),  # the newline after "{"
+    ("header-spaces", respelled(lambda h: json.dumps(h, sort_keys=True)), "not in canonical"),
+    ("header-keys-unsorted", respelled(lambda h: json.dumps(
+        dict(reversed(h.items())), separators=(",", ":"))), "not in canonical form at byte 22"),
+    ("header-trailing-space", respelled(lambda h: dumps(h).decode() + " "),
+     "' ' where save writes the end of the header"),
+    ("header-escaped-ascii", respelled(lambda h: dumps(h).decode().replace(
+        '"name":"x"', '"name":"\\u0078"')), "'\\\\u0078"),
+    ("header-raw-del", respelled(lambda h: json.dumps(
+        source_text(h, "\x7f"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)),
+     "'\\x7f\",\"module_p' where save writes '\\\\u007f"),
+    ("header-raw-utf8", respelled(lambda h: json.dumps(
+        source_text(h, "caf\u00e9"), sort_keys=True, separators=(",", ":"), ensure_ascii=False)),
+     "where save writes '\\\\u00e9"),
+    ("header-float-spelled-long", respelled(lambda h: dumps(h).decode().replace(
+        "0.30000000000000004", "3.0000000000000004e-1")), "not in canonical form"),
+    ("header-int-spelled-as-float", respelled(lambda h: dumps(h).decode().replace(
+        '"index":0', '"index":0.0')), "expected an int"),  # the schema speaks first
 ]
 
 
@@ -593,11 +628,15 @@ def test_ir_checks_are_a_second_net(base_file, tmp_path, monkeypatch):
 
 
 def outcome(blob: bytes, path) -> str:
+    """Whether the file loads; one that does must save back to exactly its own bytes."""
     path.write_bytes(blob)
     try:
-        load(path)
+        ir = load(path)
     except GraphIRFormatError:
         return "rejected"
+    again = path.with_name("again.ncet")
+    save(ir, again)
+    assert again.read_bytes() == blob, "an accepted file does not save back to its own bytes"
     return "loaded"
 
 
@@ -697,7 +736,7 @@ MEANINGLESS = [
     ("input-channels-wrong", edit(lambda h: node_of(h, "Input").update(shape=[3, 4, 4])),
      "cannot be computed"),
     ("input-rank-wrong", edit(lambda h: node_of(h, "Input").update(shape=[32])),
-     "cannot be computed"),
+     "its input has per-sample rank 1, but Conv2d takes rank 3"),
     ("input-index-wrong", edit(lambda h: node_of(h, "Input")["attrs"].update(index=1)),
      "is forward() argument 0 in graph order but declares index 1"),
     ("node-dtype-unknown", edit(lambda h: node_of(h, "ReLU").update(dtype="banana")),
@@ -708,8 +747,10 @@ MEANINGLESS = [
      "declares per-sample shape [3, 4, 5] but computes [3, 4, 4]"),
     ("output-shape-wrong", edit(lambda h: node_of(h, "Linear").update(shape=[6])),
      "declares per-sample shape [6] but computes [5]"),
+    ("flatten-dims-reversed", edit(lambda h: node_of(h, "Flatten")["attrs"].update(
+        start_dim=7)), "start_dim 7 comes after end_dim 2"),
     ("flatten-dim-out-of-range", edit(lambda h: node_of(h, "Flatten")["attrs"].update(
-        start_dim=7)), "cannot be computed"),
+        start_dim=3, end_dim=3)), "end_dim 3 is out of range for per-sample rank 3"),
     ("pool-kernel-too-large", edit(lambda h: node_of(h, "MaxPool2d")["attrs"].update(
         kernel_size=[9, 9])), "cannot be computed"),
     ("conv-weight-swapped-with-linear", edit(lambda h: node_of(h, "Conv2d")["attrs"].update(
