@@ -8,6 +8,7 @@
 #   make test    lint, then the whole test suite: tests/ and, through nbval, notebooks/; then
 #                the notebooks again on capped instruction sets and one thread
 #   make notebooks  re-execute every notebook and store its outputs (after changing one)
+#   make reliability  the reliability suite alone (docs/reliability.md; `make test` runs it too)
 #   make clean   remove .venv, build output and caches
 #
 # Every install goes through constraints.txt: it pins torch to the CPU build on local disk.
@@ -27,7 +28,7 @@ LINT_PATHS := $(wildcard ncet widgets tests benchmarks notebooks)
 PORTABLE := ONEDNN_MAX_CPU_ISA=AVX2 MKL_ENABLE_INSTRUCTIONS=AVX2 ATEN_CPU_CAPABILITY=avx2 \
             OMP_NUM_THREADS=1
 
-.PHONY: venv demo lint docs test notebooks clean
+.PHONY: venv demo lint docs test notebooks reliability clean
 
 venv: $(STAMP)
 
@@ -57,6 +58,14 @@ test: lint
 
 notebooks: venv
 	$(BIN)/python notebooks/refresh.py
+
+# Threads, hostile files, the untouched model, atomic writes, the command line, tracing hazards
+# and random models: each file is named, so a renamed one fails here instead of dropping out.
+reliability: venv
+	$(BIN)/python -m pytest -p no:cacheprovider tests/test_threads.py \
+	    tests/test_hostile_files.py tests/test_io.py tests/test_no_mutation.py \
+	    tests/test_atomic_writes.py tests/test_cli.py tests/test_tracing_hazards.py \
+	    tests/test_fuzz.py
 
 clean:
 	rm -rf $(VENV) build dist *.egg-info .pytest_cache .ruff_cache .hypothesis

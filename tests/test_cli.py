@@ -387,6 +387,23 @@ def test_show_of_a_corrupted_file_is_a_clear_error(tmp_path):
     assert "is not a valid GraphIR file" in doc["error"]
 
 
+def test_show_takes_the_meaning_checks_limits(tmp_path, capsys):
+    """A limit below what the file's check needs refuses it, naming the flag that raises
+    it; a limit above it shows the file, as the default does."""
+    path = tmp_path / "lenet.ncet"
+    model, shapes = load_example("lenet")
+    ncet.save(ncet.convert(model, *shapes), path)
+    status, out, err = call(capsys, "show", str(path), "--max-check-work", "1")
+    assert status == 1 and out == "" and "work limit" in err and "--max-check-work N" in err
+    status, out, err = call(capsys, "show", str(path), "--max-check-bytes", "1")
+    assert status == 1 and "memory limit" in err and "--max-check-bytes N" in err
+    status, out, _ = call(capsys, "show", str(path), "--max-check-bytes", str(2**40),
+                          "--max-check-work", str(10**15))
+    assert status == 0 and out == repr(ncet.load(path)) + "\n"
+    status, _, err = call(capsys, "show", str(path), "--max-check-bytes", "0")
+    assert status == 2 and "not a positive integer" in err
+
+
 def test_show_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
     status, _, err = call(capsys, "show", str(tmp_path / "none.ncet"))
     assert status == 2 and "no file" in err and "ncet convert TARGET -o model.ncet" in err

@@ -116,11 +116,15 @@ def run_convert(args: argparse.Namespace) -> int:
 def run_show(args: argparse.Namespace) -> int:
     """`ncet show FILE`: print a saved GraphIR; a malformed file is exit status 1."""
     try:
-        ir = load(args.file)
+        ir = load(args.file, max_check_bytes=args.max_check_bytes,
+                  max_check_work=args.max_check_work)
     except GraphIRFormatError as error:
         if args.json:
             _print_json("show", path=args.file, ok=False, error=str(error), graph=None)
         print(f"ncet show: error: {error}", file=sys.stderr)
+        if "meaning check's" in str(error):
+            print("ncet show: for a file you trust, raise the limit with --max-check-bytes N "
+                  "or --max-check-work N", file=sys.stderr)
         return FAILED
     except FileNotFoundError as error:
         raise UsageError(f"no file {args.file!r}. Give the path of a GraphIR file, as "

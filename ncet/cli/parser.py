@@ -112,6 +112,12 @@ def build_parser() -> argparse.ArgumentParser:
                     "is executed) and print its constants and nodes. Exit status 1 when the "
                     "file is malformed.")
     show.add_argument("file", metavar="FILE", help="a GraphIR file, e.g. model.ncet")
+    show.add_argument("--max-check-bytes", type=_limit, default=None, metavar="N", help=(
+        "memory the meaning check of a trusted file may use (default: in proportion to the "
+        "file's size, see docs/file-format.md)"))
+    show.add_argument("--max-check-work", type=_limit, default=None, metavar="N", help=(
+        "multiply-adds and element visits the meaning check may do (default: in proportion "
+        "to the file's size)"))
     report = _command(sub, "report", commands.run_report, [target, checking, json_only],
                       "write one self-contained HTML report",
                       "Write one self-contained HTML file (no network, no JavaScript) with the "
@@ -168,6 +174,13 @@ MAX_SAMPLES = 1_000_000
 
 MAX_SAMPLE_ELEMENTS = 2 ** 31
 """The most elements one sample of an --input-shape may have (PyTorch's int32 index limit)."""
+
+
+def _limit(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer, e.g. "
+                                         "--max-check-bytes 8000000000")
+    return int(text)
 
 
 def _seed(text: str) -> int:
