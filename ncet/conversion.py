@@ -28,12 +28,16 @@ def _check_shapes(input_shapes) -> tuple[tuple[int, ...], ...]:
 
 
 def _check_dtype(dtype) -> torch.dtype:
+    """A dtype example inputs can be made of. Not only floating point: integer inputs give
+    graphs whose nodes the `dtype` rule then rejects, one by one, as diagnose shows."""
     if not isinstance(dtype, torch.dtype):
         raise TypeError(f"dtype must be a torch.dtype such as torch.float32, not "
                         f"{type(dtype).__name__} {dtype!r:.60}")
-    if not dtype.is_floating_point:
-        raise ValueError(f"dtype={dtype}: the example inputs must be floating-point "
-                         "(torch.float32, torch.float64, torch.float16 or torch.bfloat16)")
+    try:
+        torch.zeros(1).to(dtype)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"dtype={dtype}: example inputs cannot be made of it; give "
+                         "torch.float32 (the default) or another floating-point dtype") from None
     return dtype
 
 
@@ -54,7 +58,7 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
         TraceError: FX cannot trace the model, or it fails on the example inputs.
         UnsupportedOperatorError: The first spelling outside the spec's tables.
         SupportBoundaryError: The first recognised spelling outside the support boundary.
-        ValueError: The input shapes are malformed, or `dtype` is not floating-point.
+        ValueError: The input shapes are malformed, or no tensor can be of `dtype`.
         TypeError: `dtype` is not a torch.dtype.
 
     Safe to call from several threads: `convert`, `diagnose` and `check_exactness` run one
@@ -86,7 +90,7 @@ def diagnose(model: nn.Module, *input_shapes,
         A ConversionReport; `.graph` holds the GraphIR when `.ok`.
 
     Raises:
-        ValueError: The input shapes are malformed, or `dtype` is not floating-point.
+        ValueError: The input shapes are malformed, or no tensor can be of `dtype`.
         TypeError: `dtype` is not a torch.dtype.
     """
     shapes, dtype = _check_shapes(input_shapes), _check_dtype(dtype)

@@ -124,6 +124,26 @@ def test_bad_input_shapes_are_a_value_error():
         ncet.convert(nn.ReLU())
 
 
+@pytest.mark.parametrize(("dtype", "error", "says"), [
+    ("float32", TypeError, "dtype must be a torch.dtype"),
+    (5, TypeError, "dtype must be a torch.dtype"),
+    (torch.quint8, ValueError, "example inputs cannot be made of it"),
+], ids=["string", "int", "quantized"])
+def test_a_dtype_that_is_not_one_is_named(dtype, error, says):
+    """A mistyped dtype is the caller's error, not a problem of the model (diagnose raises
+    it too, rather than reporting a row)."""
+    with pytest.raises(error, match=says):
+        ncet.convert(nn.ReLU(), (4,), dtype=dtype)
+    with pytest.raises(error, match=says):
+        ncet.diagnose(nn.ReLU(), (4,), dtype=dtype)
+
+
+def test_integer_example_inputs_are_rejected_node_by_node():
+    assert [(r.fx_name, r.code) for r in ncet.diagnose(nn.ReLU(), (4,),
+                                                       dtype=torch.int64).errors] == [
+        ("root", "dtype")]
+
+
 @pytest.mark.parametrize("shape", [(2**40,), (2**62, 2**62), (2**31, 2**31)],
                          ids=["2^40 elements", "beyond int64", "2^62 elements"])
 def test_example_inputs_too_large_to_make_are_a_conversion_error(shape):
