@@ -36,7 +36,7 @@ def test_a_failed_save_leaves_the_previous_file(tmp_path, monkeypatch):
     def broken(*args, **kwargs):
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(ncet_io, "_aligned", broken)  # called after the header is written
+    monkeypatch.setattr(ncet_io, "aligned", broken)  # called after the header is written
     with pytest.raises(OSError, match="No space left"):
         ncet.save(graph("lenet"), path)
     assert path.read_bytes() == before and leftovers(tmp_path) == []

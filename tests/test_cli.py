@@ -395,6 +395,7 @@ def test_show_takes_the_meaning_checks_limits(tmp_path, capsys):
     ncet.save(ncet.convert(model, *shapes), path)
     status, out, err = call(capsys, "show", str(path), "--max-check-work", "1")
     assert status == 1 and out == "" and "work limit" in err and "--max-check-work N" in err
+    assert err.count("\n") == 1  # one line
     status, out, err = call(capsys, "show", str(path), "--max-check-bytes", "1")
     assert status == 1 and "memory limit" in err and "--max-check-bytes N" in err
     status, out, _ = call(capsys, "show", str(path), "--max-check-bytes", str(2**40),

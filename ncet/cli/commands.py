@@ -121,10 +121,9 @@ def run_show(args: argparse.Namespace) -> int:
     except GraphIRFormatError as error:
         if args.json:
             _print_json("show", path=args.file, ok=False, error=str(error), graph=None)
-        print(f"ncet show: error: {error}", file=sys.stderr)
-        if "meaning check's" in str(error):
-            print("ncet show: for a file you trust, raise the limit with --max-check-bytes N "
-                  "or --max-check-work N", file=sys.stderr)
+        limit = " (here: --max-check-bytes N or --max-check-work N)" \
+            if "meaning check's" in str(error) else ""
+        print(f"ncet show: error: {error}{limit}", file=sys.stderr)
         return FAILED
     except FileNotFoundError as error:
         raise UsageError(f"no file {args.file!r}. Give the path of a GraphIR file, as "
