@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from .budget import Budget, check_budget
 from .errors import GraphIRFormatError
 from .evaluate import EVALUATORS
+from .header import MAX_RANK
 from .ir import ATTR_RULES, CONSTANT_ATTRS, INPUT_RANKS, OP_SCHEMAS, GraphIR, IRNode
 
 DTYPES: dict[str, torch.dtype] = {
@@ -25,6 +26,11 @@ BATCH_SIZES = (1, 2)
 size (it moves the batch axis or mixes samples) gives another shape at one of them."""
 
 
+MAX_INPUTS = 2**16
+"""The most inputs one node (a Concat, the Output) may have: PyTorch's own calls take time per
+input, so a header of a few million inputs would keep the check busy for minutes."""
+
+
 def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
     """Check every attribute and dtype, then run the graph and compare every node's result
     with what it declares.
@@ -32,9 +38,9 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
     The attribute values are checked against `ncet.ir.ATTR_RULES`, `INPUT_RANKS` and the
     rules below that relate attributes to each other and to shapes; each node's dtype against
     the dtype PyTorch gives its op from its inputs' and constants' dtypes. Then the graph runs
-    twice, in float64 on zero inputs at batch sizes 1 and 2, each node's constants converted
-    as it runs. (Meta tensors would skip the arithmetic but cost milliseconds per node in
-    PyTorch's Python meta kernels; three samples in float64 cost less.)
+    twice, in float64 at batch sizes 1 and 2, on meta tensors: PyTorch's own shape rules,
+    10-500 us per node, with no memory for values and no kernel scratch (a real run's
+    im2col buffers fragment the heap, grouped convolutions loop per group).
 
     Args:
         ir: A GraphIR, typically one just read from a file.
@@ -52,6 +58,9 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
                 f"node {node.name!r} (Input) is forward() argument {position} in graph order "
                 f"but declares index {node.attrs['index']}")
     for node in ir.nodes:
+        if len(node.inputs) > MAX_INPUTS:
+            raise GraphIRFormatError(f"node {node.name!r:.80} ({node.op_type}) has "
+                                     f"{len(node.inputs)} inputs, over the {MAX_INPUTS} limit")
         _check_values(node, [ir.node(i).shape for i in node.inputs])
     _check_dtypes(ir)
     if budget is not None:
@@ -89,7 +98,12 @@ assert {r[0] for rules in ATTR_RULES.values() for r in rules.values()} <= set(_R
 
 
 def _fits(index, shape) -> str | None:
-    """Whether a GetItem/Slice index stays inside the axes it selects from."""
+    """Whether a GetItem/Slice index stays inside the axes it selects from (and gives a
+    result of a rank a file may declare: PyTorch's indexing is quadratic in the nulls)."""
+    nulls, ints = index.count(None), sum(type(e) is int for e in index)
+    if len(shape) - ints + nulls > MAX_RANK:
+        return (f"index of {len(index)} entries ({nulls} nulls) gives a result of rank "
+                f"{len(shape) - ints + nulls}, over the {MAX_RANK} limit")
     axis = 0
     for entry in index:
         if entry is None:
@@ -276,11 +290,16 @@ def _check_dtypes(ir: GraphIR) -> None:
         names = (node.attrs[k] for k in CONSTANT_ATTRS[node.op_type])
         operands = tuple(None if v is None else (ir.constants[v].dtype, ir.constants[v].dim())
                          for v in names)
-        result = _dtype_of(node.op_type, tuple(declared[i] for i in node.inputs), operands)
+        inputs = tuple(declared[i] for i in node.inputs)
+        if node.op_type == "Concat":  # promotion sees only which dtypes occur: a small key
+            inputs = tuple(dict.fromkeys(inputs))
+        result = _dtype_of(node.op_type, inputs, operands)
         if result == declared[node.name]:
             continue
-        given = ", ".join([f"input {i!r} {_name(declared[i])}" for i in node.inputs]
-                          + [f"constant {n!r} {_name(t.dtype)}" for n, t in _constants(ir, node)])
+        given = ", ".join([f"input {i!r:.80} {_name(declared[i])}" for i in node.inputs[:8]]
+                          + ([f"... ({len(node.inputs)} inputs)"] if len(node.inputs) > 8 else [])
+                          + [f"constant {n!r:.80} {_name(t.dtype)}"
+                             for n, t in _constants(ir, node)])
         where = f"node {node.name!r} ({node.op_type})"
         if isinstance(result, str):
             raise GraphIRFormatError(f"{where}: PyTorch cannot compute it from these dtypes "
@@ -302,15 +321,23 @@ def _name(dtype: torch.dtype) -> str:
 
 
 def _run(ir: GraphIR, batch: int) -> None:
-    """Run every node at `batch` and compare its result with the declared shape."""
+    """Run every node at `batch` on meta tensors (shapes and dtypes, no values: nothing is
+    allocated, and no kernel's scratch or speed depends on the file) and compare its result
+    with the declared shape."""
     env: dict[str, torch.Tensor] = {}
     for node in ir.nodes:
         if node.op_type == "Output":
             continue
         if node.op_type == "Input":
-            value = torch.zeros((batch, *node.shape), dtype=torch.float64)
+            try:
+                value = torch.empty((batch, *node.shape), dtype=torch.float64, device="meta")
+            except RuntimeError as exc:  # beyond what PyTorch can lay out
+                raise GraphIRFormatError(f"node {node.name!r} (Input): shape "
+                                         f"{list(node.shape)!s:.200} cannot be laid out: "
+                                         f"{str(exc).splitlines()[0][:200]}") from None
         else:
-            consts = {name: t.to(torch.float64) for name, t in _constants(ir, node)}
+            consts = {name: t.to(device="meta", dtype=torch.float64)
+                      for name, t in _constants(ir, node)}
             try:
                 value = EVALUATORS[node.op_type](node, [env[i] for i in node.inputs], consts)
             except Exception as exc:  # any failure of the op on these shapes is the file's
@@ -335,15 +362,23 @@ def _compare(node: IRNode, value, batch: int) -> None:
         raise GraphIRFormatError(
             f"{where} declares per-sample shape {list(node.shape)}, so shape "
             f"{[batch, *node.shape]} at batch size {batch}, but computes a tensor of shape "
-            f"{list(shape)}, whose leading size is not the batch size: it moves, merges or "
+            f"{_shape_text(shape)}, whose leading size is not the batch size: it moves, merges or "
             "mixes the batch axis")
     later = "" if batch == BATCH_SIZES[0] else (
         f" at batch size {batch} (at batch size {BATCH_SIZES[0]} it computes the declared "
         "shape: its per-sample shape depends on the batch size)")
     ranks = "" if len(shape) - 1 == len(node.shape) else \
         f" (rank {len(node.shape)} declared, {len(shape) - 1} computed)"
-    raise GraphIRFormatError(f"{where} declares per-sample shape {list(node.shape)} but computes "
-                             f"{list(shape[1:])}{ranks}{later}")
+    raise GraphIRFormatError(f"{where} declares per-sample shape {_shape_text(node.shape)} but "
+                             f"computes {_shape_text(shape[1:])}{ranks}{later}")
+
+
+def _shape_text(shape, most: int = 16) -> str:
+    """A shape as a list, its middle elided past `most` entries."""
+    if len(shape) <= most:
+        return str(list(shape))
+    return f"[{', '.join(map(str, shape[:most // 2]))}, ... ({len(shape)} entries), " \
+           f"{', '.join(map(str, shape[-2:]))}]"
 
 
 assert len(set(BATCH_SIZES)) == 2 and min(BATCH_SIZES) >= 1

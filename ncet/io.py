@@ -37,7 +37,9 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
     """Write `ir` to `path` as one GraphIR file (see docs/file-format.md).
 
     The same GraphIR always gives the same bytes: sorted JSON keys, floats written by repr,
-    constants in the GraphIR's order, no timestamps. Whatever `save` writes, `load` accepts.
+    constants in the GraphIR's order, no timestamps. Whatever `save` writes, `load` parses;
+    its meaning check (`verify=True`) and limits are `load`'s alone, so a hand-built GraphIR
+    that does not compute can be saved, and read back only with `verify=False`.
 
     Example:
         >>> ncet.save(ir, "net.ncet"); ir2 = ncet.load("net.ncet")
@@ -51,7 +53,7 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
         TypeError: `ir` is not a GraphIR.
         ValueError: The graph cannot be stored: a non-finite or non-JSON attribute, a
             constant that is not a dense tensor of an allowed dtype, or anything else that
-            `load` would reject.
+            `load`'s header schema would reject.
     """
     if not isinstance(ir, GraphIR):
         raise TypeError(f"save() expects a GraphIR, got {type(ir).__name__}")
@@ -87,15 +89,17 @@ def load(path: str | os.PathLike, *, verify: bool = True, max_check_bytes: int |
         path: The file to read.
         verify: Also check that the graph means what it declares (`check_consistency`):
             every attribute value and dtype is checked, then the graph runs at batch sizes 1
-            and 2 in float64 on zero inputs and every node's shape is compared with the
-            declared one. Turn off only to inspect a file whose attributes do not compute.
-        max_check_bytes: The memory the check may use, in bytes. By default 64 MiB plus 16
-            bytes per byte of the file, at most 4 GiB (`ncet.budget`); a graph whose run could
-            need more is refused before anything is allocated. Raise it for a trusted file
-            whose activations are large next to its weights.
-        max_check_work: The same for the check's work, in multiply-adds and element visits
-            (10^9 to 10^10 a second): by default 10^9 plus 1024 per byte of the file, at most
-            10^11.
+            and 2 on meta tensors (PyTorch's shape rules; no value is allocated) and every
+            node's shape is compared with the declared one. Turn off only to inspect a file
+            whose attributes do not compute.
+        max_check_bytes: The most memory, in bytes, that evaluating the graph at those
+            batch sizes may imply. By default 256 MiB plus 16 bytes per byte of the file, at
+            most 4 GiB (`ncet.budget`); a graph that implies more is refused before the
+            check. Raise it for a trusted file whose activations are large next to its
+            weights.
+        max_check_work: The same for work, in multiply-adds and element visits (10^9 to
+            10^10 a second when evaluated): by default 10^9 plus 1024 per byte of the file, at
+            most 10^11.
 
     Returns:
         The GraphIR, with constants as fresh CPU tensors bit-identical to those saved.

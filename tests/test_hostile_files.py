@@ -28,7 +28,11 @@ from ncet.ir import GraphIR, IRNode, Source
 from tests.hostile_files import (
     HOSTILE_FILES,
     MIB,
+    constant,
     measure,
+    node,
+    output,
+    pack,
     pooling,
     relu_on_input,
     warm_up_file,
@@ -101,14 +105,14 @@ def _limit_in(message: str, name: str) -> int:
 
 def test_the_memory_limit_says_how_to_raise_it_and_raising_it_works(tmp_path):
     path = tmp_path / "wide.ncet"
-    path.write_bytes(relu_on_input([2**22]))  # 2 x 4 Mi float64 values per node at batch 2
+    path.write_bytes(relu_on_input([2**24]))  # 2 x 16 Mi float64 values per node at batch 2
     with pytest.raises(GraphIRFormatError, match="memory limit") as info:
         ncet.load(path)
     needed = _limit_in(str(info.value), "max_check_bytes")
-    assert needed >= 2 * 2 * 2**22 * 8  # two nodes at batch size 2, in float64
+    assert needed >= 2 * 2 * 2**24 * 8  # two nodes at batch size 2, in float64
     with pytest.raises(GraphIRFormatError, match="max_check_bytes allows"):
         ncet.load(path, max_check_bytes=needed - 1)
-    assert ncet.load(path, max_check_bytes=needed).inputs[0].shape == (2**22,)
+    assert ncet.load(path, max_check_bytes=needed).inputs[0].shape == (2**24,)
 
 
 def test_the_work_limit_says_how_to_raise_it_and_raising_it_works(tmp_path):
@@ -476,3 +480,46 @@ def test_affine_dtypes_follow_pytorch(dtype, const, rank, tmp_path):
             (tmp_path / "h.ncet").write_bytes(declared("mul", dtype=_name(other))(header, data))
             with pytest.raises(GraphIRFormatError, match="declares dtype"):
                 ncet.load(tmp_path / "h.ncet")
+
+
+# --- Files a second review built past the limits ----------------------------------------------
+
+
+def test_the_meaning_check_allocates_no_values(tmp_path):
+    """The check runs on meta tensors: with the limits raised out of the way, a graph of
+    2^40 elements per sample loads (a real run could never allocate it), and a convolution
+    of 10^6 groups, which PyTorch's CPU kernel loops over, is checked like any other."""
+    path = tmp_path / "huge.ncet"
+    path.write_bytes(relu_on_input([2**40]))
+    assert ncet.load(path, max_check_bytes=2**62, max_check_work=2**62).inputs[0].shape == (
+        2**40,)
+    groups = 10**6
+    grouped = tmp_path / "grouped.ncet"
+    grouped.write_bytes(pack(
+        [node("x", "Input", (), {"index": 0}, [groups, 1, 1], dtype="float16"),
+         node("conv", "Conv2d", ["x"], {
+             "weight": "w", "bias": None, "stride": [1, 1], "padding": [0, 0, 0, 0],
+             "dilation": [1, 1], "groups": groups, "padding_mode": "zeros"},
+             [groups, 1, 1], dtype="float16"),
+         output("conv")],
+        [constant("w", [groups, 1, 1, 1], dtype="float16", itemsize=2)],
+        bytes(2 * groups)))
+    ir = ncet.load(grouped, max_check_bytes=2**62, max_check_work=2**62)
+    assert ir.node("conv").attrs["groups"] == groups
+
+
+@pytest.mark.parametrize(("nodes", "says"), [
+    ([node("x", "Input", (), {"index": 0}, [1]),
+      node("s", "Slice", ["x"], {"index": [None] * 50_000}, [1]), output("s")],
+     "gives a result of rank 50001, over the 64 limit"),
+    ([node("x", "Input", (), {"index": 0}, [1]),
+      node("c", "Concat", ["x"] * 70_000, {"axis": 0}, [70_000]), output("c")],
+     "has 70000 inputs, over the 65536 limit"),
+], ids=["slice of 50,000 nulls", "concat of 70,000 inputs"])
+def test_pytorch_calls_that_take_time_per_entry_are_bounded(tmp_path, nodes, says):
+    """PyTorch's indexing is quadratic in the nulls of an index, and its calls take time per
+    input: both are refused from the header, before anything runs."""
+    path = tmp_path / "long.ncet"
+    path.write_bytes(pack(nodes))
+    with pytest.raises(GraphIRFormatError, match=says):
+        ncet.load(path)
