@@ -100,7 +100,7 @@ def _numel(shape: Sequence[int]) -> int:
     return math.prod(shape)
 
 
-def _touch(node, xs, c) -> NodeCost:
+def touch_cost(node, xs, c) -> NodeCost:
     """A result no larger than the first input (elementwise, layout, reductions, views)."""
     return NodeCost(_numel(xs[0]), 0, sum(map(_numel, xs)) + _numel(xs[0]))
 
@@ -151,7 +151,7 @@ def _window(size: int, kernel: int, stride: int, low: int, high: int, dilation: 
 def _conv2d(node, xs, c) -> NodeCost:
     a, x, w = node.attrs, xs[0], c[node.attrs["weight"]]
     if len(x) < 3 or len(w) != 4:
-        return _touch(node, xs, c)  # PyTorch refuses these ranks before computing
+        return touch_cost(node, xs, c)  # PyTorch refuses these ranks before computing
     (channels, height, width), images = x[-3:], _numel(x[:-3])
     top, bottom, left, right = a["padding"]
     (sh, sw), (dh, dw), (outs, ins, kh, kw) = a["stride"], a["dilation"], w
@@ -166,7 +166,7 @@ def _conv2d(node, xs, c) -> NodeCost:
 def _pool(node, xs, c) -> NodeCost:
     a, x = node.attrs, xs[0]
     if len(x) < 2:
-        return _touch(node, xs, c)
+        return touch_cost(node, xs, c)
     (height, width), planes = x[-2:], _numel(x[:-2])
     (kh, kw), (sh, sw), (ph, pw) = a["kernel_size"], a["stride"], a["padding"]
     dh, dw = a.get("dilation", (1, 1))
@@ -180,7 +180,7 @@ def _pool(node, xs, c) -> NodeCost:
 def _adaptive_pool(node, xs, c) -> NodeCost:
     x, (oh, ow) = xs[0], node.attrs["output_size"]
     if len(x) < 2:
-        return _touch(node, xs, c)
+        return touch_cost(node, xs, c)
     (height, width), planes = x[-2:], _numel(x[:-2])
     # window i covers rows floor(i*H/oh) .. ceil((i+1)*H/oh): at most H/oh + 2 rows each
     return NodeCost(planes * oh * ow, 0, planes * (height + 2 * oh) * (width + 2 * ow))
@@ -192,7 +192,8 @@ COST_RULES: dict[str, CostRule] = {
     "AdaptiveAvgPool2d": _adaptive_pool,
 }
 """Per op_type, its cost at one batch size from the batched input shapes, the attributes and
-the constants' shapes; every other op_type costs `_touch` (a result no larger than its input)."""
+the constants' shapes; every other op_type costs `touch_cost` (a result no larger than its
+input)."""
 
 assert set(COST_RULES) <= set(OP_SCHEMAS)
 
@@ -216,7 +217,7 @@ def estimate(ir: GraphIR, batch_sizes: Sequence[int]) -> Cost:
     constants = {name: tuple(t.shape) for name, t in ir.constants.items()}
     widened = {name: 0 if t.dtype.itemsize == ELEMENT_BYTES and t.is_floating_point()
                else t.numel() * ELEMENT_BYTES for name, t in ir.constants.items()}
-    steps = [(node, COST_RULES.get(node.op_type, _touch), [shapes[i] for i in node.inputs],
+    steps = [(node, COST_RULES.get(node.op_type, touch_cost), [shapes[i] for i in node.inputs],
               sum(widened[k] for k in _constant_names(node)))
              for node in ir.nodes if node.op_type != "Output"]
     peak = work = biggest_bytes = busiest_work = 0

@@ -9,7 +9,7 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from .budget import Budget, check_budget
+from .budget import COST_RULES, ELEMENT_BYTES, Budget, check_budget, touch_cost
 from .errors import GraphIRFormatError
 from .evaluate import EVALUATORS
 from .header import MAX_RANK
@@ -38,9 +38,9 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
     The attribute values are checked against `ncet.ir.ATTR_RULES`, `INPUT_RANKS` and the
     rules below that relate attributes to each other and to shapes; each node's dtype against
     the dtype PyTorch gives its op from its inputs' and constants' dtypes. Then the graph runs
-    twice, in float64 at batch sizes 1 and 2, on meta tensors: PyTorch's own shape rules,
-    10-500 us per node, with no memory for values and no kernel scratch (a real run's
-    im2col buffers fragment the heap, grouped convolutions loop per group).
+    twice, in float64 at batch sizes 1 and 2: each cheap node for real, each node with large
+    temporary buffers or much work on meta tensors (`REAL_SCRATCH_BYTES`, `REAL_WORK`), so
+    no kernel's scratch fragments the heap and no loop over groups or windows runs long.
 
     Args:
         ir: A GraphIR, typically one just read from a file.
@@ -65,9 +65,10 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
     _check_dtypes(ir)
     if budget is not None:
         check_budget(ir, budget, BATCH_SIZES)
+    widened: dict[str, torch.Tensor] = {}
     with torch.no_grad():
         for batch in BATCH_SIZES:
-            _run(ir, batch)
+            _run(ir, batch, widened)
 
 
 # --- Attribute values ----------------------------------------------------------------------
@@ -320,26 +321,39 @@ def _name(dtype: torch.dtype) -> str:
 # --- The runs ------------------------------------------------------------------------------
 
 
-def _run(ir: GraphIR, batch: int) -> None:
-    """Run every node at `batch` on meta tensors (shapes and dtypes, no values: nothing is
-    allocated, and no kernel's scratch or speed depends on the file) and compare its result
-    with the declared shape."""
+REAL_SCRATCH_BYTES = 8 * 2**10
+REAL_WORK = 2**24
+"""A node whose temporary buffers (`ncet.budget`'s estimate) or work would exceed these, or a
+grouped convolution (PyTorch's CPU kernel loops over the groups), runs on meta tensors, and
+its result is zeros of the shape PyTorch gives. Every other node runs for real, which is
+much faster than PyTorch's meta kernels (10-500 us a node), and the buffers it frees are too
+small to fragment the heap by more than a small multiple of the file."""
+
+
+def _run(ir: GraphIR, batch: int, widened: dict[str, torch.Tensor]) -> None:
+    """Run every node at `batch` and compare its result with the declared shape (`widened`:
+    the constants in float64, made once for both runs)."""
     env: dict[str, torch.Tensor] = {}
+    shapes = {name: tuple(t.shape) for name, t in ir.constants.items()}
     for node in ir.nodes:
         if node.op_type == "Output":
             continue
         if node.op_type == "Input":
-            try:
-                value = torch.empty((batch, *node.shape), dtype=torch.float64, device="meta")
-            except RuntimeError as exc:  # beyond what PyTorch can lay out
-                raise GraphIRFormatError(f"node {node.name!r} (Input): shape "
-                                         f"{list(node.shape)!s:.200} cannot be laid out: "
-                                         f"{str(exc).splitlines()[0][:200]}") from None
+            value = _zeros((batch, *node.shape), node)
         else:
-            consts = {name: t.to(device="meta", dtype=torch.float64)
-                      for name, t in _constants(ir, node)}
+            inputs = [env[i] for i in node.inputs]
+            cost = COST_RULES.get(node.op_type, touch_cost)(
+                node, [tuple(x.shape) for x in inputs], shapes)
+            meta = cost.scratch * ELEMENT_BYTES > REAL_SCRATCH_BYTES or cost.work > REAL_WORK \
+                or (node.op_type == "Conv2d" and node.attrs["groups"] > 1)
+            names = [name for name, _ in _constants(ir, node)]
+            for name in names:
+                if name not in widened:
+                    widened[name] = ir.constants[name].to(torch.float64)
+            consts = {n: widened[n].to("meta") if meta else widened[n] for n in names}
             try:
-                value = EVALUATORS[node.op_type](node, [env[i] for i in node.inputs], consts)
+                value = EVALUATORS[node.op_type](
+                    node, [x.to("meta") for x in inputs] if meta else inputs, consts)
             except Exception as exc:  # any failure of the op on these shapes is the file's
                 again = "" if batch == BATCH_SIZES[0] else (
                     f" at batch size {batch} (it can at batch size {BATCH_SIZES[0]}: it "
@@ -347,8 +361,23 @@ def _run(ir: GraphIR, batch: int) -> None:
                 raise GraphIRFormatError(
                     f"node {node.name!r} ({node.op_type}) cannot be computed from its inputs, "
                     f"attributes and constants{again}: {exc}".split("\n")[0][:400]) from None
+            if meta and isinstance(value, torch.Tensor) and tuple(value.shape) == (
+                    batch, *node.shape):
+                value = _zeros(tuple(value.shape), node)
         _compare(node, value, batch)
         env[node.name] = value
+
+
+def _zeros(shape: tuple[int, ...], node: IRNode) -> torch.Tensor:
+    """A real float64 tensor of zeros (its size bounded by the budget, unless the caller
+    raised the limits beyond what this machine can allocate)."""
+    try:
+        return torch.zeros(shape, dtype=torch.float64)
+    except (RuntimeError, MemoryError) as exc:
+        raise GraphIRFormatError(
+            f"node {node.name!r:.80} ({node.op_type}): a tensor of shape {_shape_text(shape)} "
+            f"cannot be allocated here ({str(exc).splitlines()[0][:120]}); the limits given "
+            "to load exceed this machine, or use verify=False") from None
 
 
 def _compare(node: IRNode, value, batch: int) -> None:
