@@ -124,7 +124,8 @@ def _affine(node, xs, c) -> NodeCost:
     name = node.attrs["constant"]
     shape = xs[0] if name is None else _broadcast(xs[0], c[name])
     out = _numel(shape) if shape is not None else max(_numel(xs[0]), _numel(c[name]))
-    return NodeCost(out, _numel(xs[0]), 2 * out)  # scratch: a scalar left operand, filled
+    filled = name is None and node.attrs["tensor_position"] == 1  # c - x: c filled first
+    return NodeCost(out, _numel(xs[0]) if filled else 0, 2 * out)
 
 
 def _concat(node, xs, c) -> NodeCost:
@@ -206,8 +207,9 @@ def estimate(ir: GraphIR, batch_sizes: Sequence[int]) -> Cost:
     """Bound the memory and work of running `ir` once at each batch size, without running it.
 
     A run keeps every value it computes (the bound counts each node's largest possible
-    result, whatever shape it declares), plus, while one node runs, its temporary buffers and
-    its constants converted to float64. Work adds up over the runs.
+    result, whatever shape it declares) and every constant converted to float64 (made once
+    for both runs), plus, while one node runs, its temporary buffers. Work adds up over the
+    runs.
 
     Args:
         ir: A graph whose declared shapes and attributes have passed the schema checks.
@@ -217,19 +219,19 @@ def estimate(ir: GraphIR, batch_sizes: Sequence[int]) -> Cost:
     constants = {name: tuple(t.shape) for name, t in ir.constants.items()}
     widened = {name: 0 if t.dtype.itemsize == ELEMENT_BYTES and t.is_floating_point()
                else t.numel() * ELEMENT_BYTES for name, t in ir.constants.items()}
-    steps = [(node, COST_RULES.get(node.op_type, touch_cost), [shapes[i] for i in node.inputs],
-              sum(widened[k] for k in _constant_names(node)))
+    steps = [(node, COST_RULES.get(node.op_type, touch_cost), [shapes[i] for i in node.inputs])
              for node in ir.nodes if node.op_type != "Output"]
+    kept = sum(widened[k] for k in {k for n in ir.nodes for k in _constant_names(n)})
     peak = work = biggest_bytes = busiest_work = 0
     biggest = busiest = ir.nodes[0]
     for batch in batch_sizes:
         held = transient = 0
-        for node, rule, inputs, widening in steps:
+        for node, rule, inputs in steps:
             if node.op_type == "Input":
                 cost = NodeCost(batch * _numel(node.shape), 0, batch * _numel(node.shape))
             else:
                 cost = rule(node, [(batch, *s) for s in inputs], constants)
-            extra = cost.scratch * ELEMENT_BYTES + widening
+            extra = cost.scratch * ELEMENT_BYTES
             held += cost.out * ELEMENT_BYTES
             transient = max(transient, extra)
             work += cost.work
@@ -237,7 +239,7 @@ def estimate(ir: GraphIR, batch_sizes: Sequence[int]) -> Cost:
                 biggest_bytes, biggest = cost.out * ELEMENT_BYTES + extra, node
             if cost.work > busiest_work:
                 busiest_work, busiest = cost.work, node
-        peak = max(peak, held + transient)
+        peak = max(peak, kept + held + transient)
     return Cost(peak, work, _describe(biggest), biggest_bytes, _describe(busiest), busiest_work)
 
 

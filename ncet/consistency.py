@@ -62,6 +62,7 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
             raise GraphIRFormatError(f"node {node.name!r:.80} ({node.op_type}) has "
                                      f"{len(node.inputs)} inputs, over the {MAX_INPUTS} limit")
         _check_values(node, [ir.node(i).shape for i in node.inputs])
+        _check_constant_shapes(node, [ir.node(i).shape for i in node.inputs], ir)
     _check_dtypes(ir)
     if budget is not None:
         check_budget(ir, budget, BATCH_SIZES)
@@ -222,6 +223,39 @@ def _check_values(node: IRNode, shapes: list) -> None:
     problem = NODE_RULES[node.op_type](node, shapes) if node.op_type in NODE_RULES else None
     if problem is not None:
         raise GraphIRFormatError(f"{where}: {problem}")
+
+
+def _check_constant_shapes(node: IRNode, shapes: list, ir: GraphIR) -> None:
+    """The constants of a layer fit its input, as PyTorch's CPU kernels require (its meta
+    kernels, which the check uses for expensive nodes, skip some of these checks)."""
+    if node.op_type not in ("Conv2d", "BatchNorm", "AdaptiveAvgPool2d", "Linear"):
+        return
+    x, a = shapes[0], node.attrs
+    c = {k: tuple(ir.constants[a[k]].shape) for k in CONSTANT_ATTRS[node.op_type]
+         if a[k] is not None}
+    problem = None
+    if node.op_type == "Conv2d" and len(x) == 3:
+        w, groups = c["weight"], a["groups"]
+        if len(w) != 4 or w[0] < 1 or w[0] % groups or w[1] * groups != x[0]:
+            problem = (f"weight of shape {list(w)} does not fit {groups} group(s) of an input "
+                       f"of {x[0]} channels")
+        elif "bias" in c and c["bias"] != (w[0],):
+            problem = f"bias of shape {list(c['bias'])} for {w[0]} output channels"
+    elif node.op_type == "BatchNorm":
+        wrong = [k for k, shape in c.items() if shape != (x[0],)]
+        if wrong:
+            problem = "; ".join(f"{k} has shape {list(c[k])}, not [{x[0]}] (the input's "
+                                f"channels)" for k in wrong)
+    elif node.op_type == "AdaptiveAvgPool2d" and 0 in x:
+        problem = f"an empty input axis (per-sample shape {list(x)})"
+    elif node.op_type == "Linear":
+        w = c["weight"]
+        if len(w) != 2 or w[1] != x[-1]:
+            problem = f"weight of shape {list(w)} does not take inputs of {x[-1]} features"
+        elif "bias" in c and c["bias"] != (w[0],):
+            problem = f"bias of shape {list(c['bias'])} for {w[0]} outputs"
+    if problem is not None:
+        raise GraphIRFormatError(f"node {node.name!r:.80} ({node.op_type}): {problem}")
 
 
 # --- Dtypes --------------------------------------------------------------------------------

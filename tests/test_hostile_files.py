@@ -523,3 +523,59 @@ def test_pytorch_calls_that_take_time_per_entry_are_bounded(tmp_path, nodes, say
     path.write_bytes(pack(nodes))
     with pytest.raises(GraphIRFormatError, match=says):
         ncet.load(path)
+
+
+def _conv_file(channels, side, weight, bias=None, groups=1) -> tuple[list, list, bytes]:
+    out = weight[0]
+    nodes = [node("x", "Input", (), {"index": 0}, [channels, side, side]),
+             node("y", "Conv2d", ["x"], {
+                 "weight": "w", "bias": "b" if bias else None, "stride": [1, 1],
+                 "padding": [0, 0, 0, 0], "dilation": [1, 1], "groups": groups,
+                 "padding_mode": "zeros"}, [out, side - weight[2] + 1, side - weight[3] + 1]),
+             output("y")]
+    consts = [constant("w", weight)]
+    size = 4 * math.prod(weight)
+    if bias:
+        consts.append(constant("b", bias, offset=size))
+        size += 4 * math.prod(bias)
+    return nodes, consts, bytes(size)
+
+
+def _layer_file(op_type, shape, attrs, out_shape, consts) -> tuple[list, list, bytes]:
+    entries, offset = [], 0
+    for name, const_shape in consts:
+        entries.append(constant(name, const_shape, offset=offset))
+        offset += 4 * math.prod(const_shape)
+    return ([node("x", "Input", (), {"index": 0}, shape),
+             node("y", op_type, ["x"], attrs, out_shape), output("y")], entries, bytes(offset))
+
+
+# Constants that do not fit their layer: PyTorch's CPU kernels refuse them, but its meta
+# kernels (which the check uses for expensive nodes) skip some of these checks, so the check
+# has rules of its own. (case, file parts, what the refusal says)
+LAYER_MISFITS = [
+    ("conv out-channels not a multiple of groups", _conv_file(2, 4, [3, 1, 3, 3], groups=2),
+     "weight of shape [3, 1, 3, 3] does not fit 2 group(s) of an input of 2 channels"),
+    ("conv bias of the wrong length, grouped", _conv_file(2, 4, [2, 1, 3, 3], [7], groups=2),
+     "bias of shape [7] for 2 output channels"),
+    ("conv bias of the wrong length, on meta", _conv_file(16, 32, [16, 16, 3, 3], [5]),
+     "bias of shape [5] for 16 output channels"),
+    ("conv without output channels", _conv_file(16, 4, [0, 16, 3, 3]),
+     "weight of shape [0, 16, 3, 3] does not fit 1 group(s)"),
+    ("adaptive pool of an empty axis", _layer_file(
+        "AdaptiveAvgPool2d", [1000, 0, 4], {"output_size": [2, 2]}, [1000, 2, 2], []),
+     "an empty input axis"),
+    ("batch norm mean of rank 2", _layer_file(
+        "BatchNorm", [4, 2**21 + 1], {"mean": "m", "var": "v", "weight": None, "bias": None,
+                                      "eps": 1e-5}, [4, 2**21 + 1], [("m", [4, 1]), ("v", [4])]),
+     "mean has shape [4, 1], not [4]"),
+]
+
+
+@pytest.mark.parametrize(("parts", "says"), [c[1:] for c in LAYER_MISFITS],
+                         ids=[c[0] for c in LAYER_MISFITS])
+def test_constants_that_do_not_fit_their_layer_are_refused(tmp_path, parts, says):
+    path = tmp_path / "misfit.ncet"
+    path.write_bytes(pack(*parts))
+    with pytest.raises(GraphIRFormatError, match=re.escape(says)):
+        ncet.load(path)

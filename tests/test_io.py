@@ -735,7 +735,7 @@ MEANINGLESS = [
     ("input-shape-wrong", edit(lambda h: node_of(h, "Input").update(shape=[2, 5, 4])),
      "(Conv2d) declares per-sample shape [3, 4, 4] but computes [3, 5, 4]"),
     ("input-channels-wrong", edit(lambda h: node_of(h, "Input").update(shape=[3, 4, 4])),
-     "cannot be computed"),
+     "weight of shape [3, 2, 3, 3] does not fit 1 group(s) of an input of 3 channels"),
     ("input-rank-wrong", edit(lambda h: node_of(h, "Input").update(shape=[32])),
      "its input has per-sample rank 1, but Conv2d takes rank 3"),
     ("input-index-wrong", edit(lambda h: node_of(h, "Input")["attrs"].update(index=1)),
@@ -755,9 +755,11 @@ MEANINGLESS = [
     ("pool-kernel-too-large", edit(lambda h: node_of(h, "MaxPool2d")["attrs"].update(
         kernel_size=[9, 9])), "cannot be computed"),
     ("conv-weight-swapped-with-linear", edit(lambda h: node_of(h, "Conv2d")["attrs"].update(
-        weight=node_of(h, "Linear")["attrs"]["weight"])), "cannot be computed"),
+        weight=node_of(h, "Linear")["attrs"]["weight"])),
+     "weight of shape [5, 12] does not fit 1 group(s) of an input of 2 channels"),
     ("batchnorm-mean-of-other-length", edit(lambda h: node_of(h, "BatchNorm")["attrs"].update(
-        mean=node_of(h, "Linear")["attrs"]["bias"])), "cannot be computed"),
+        mean=node_of(h, "Linear")["attrs"]["bias"])),
+     "mean has shape [5], not [3] (the input's channels)"),
 ]
 
 
