@@ -90,7 +90,7 @@ def _pieces(header: dict):
 def check_canonical(header: dict, text: str) -> None:
     """The header must be exactly what `save` writes: then an accepted file saves back to its
     own bytes, and no two files hold one GraphIR."""
-    at = 0
+    at, piece = 0, ""
     for piece in _pieces(header):
         if not text.startswith(piece, at):
             break
@@ -98,11 +98,13 @@ def check_canonical(header: dict, text: str) -> None:
     else:
         if at == len(text):
             return
-    canonical = "".join(_pieces(header))
-    at = next((i for i, (a, b) in enumerate(zip(text, canonical)) if a != b),
-              min(len(text), len(canonical)))
+        piece = ""  # the text goes on past the canonical header's end
+    start = at  # the first difference lies inside this piece (or just past the end)
+    at = next((start + i for i, (a, b) in enumerate(zip(text[start:start + len(piece)], piece))
+               if a != b), min(len(text), start + len(piece)))
+    canonical_rest = piece[at - start:]
     got = ascii(text[at:at + 12]) if at < len(text) else "the end of the header"
-    want = ascii(canonical[at:at + 12]) if at < len(canonical) else "the end of the header"
+    want = ascii(canonical_rest[:12]) if canonical_rest else "the end of the header"
     fail("header", f"not in canonical form at byte {PREFIX.size + len(text[:at].encode())} "
                     f"of the file: {got} where save writes {want} (save writes sorted keys, "
                     "no spaces, ASCII with \\u escapes, numbers in their shortest form); "
