@@ -89,6 +89,7 @@ _RULES: dict[str, tuple[Callable[..., bool], Callable[..., str]]] = {
     "between": (lambda v, low, high: low < v < high,
                 lambda low, high: f"a number strictly between {low} and {high}"),
     "not": (lambda v, bad: v != bad, lambda bad: f"anything but {bad!r}"),
+    "non-negative": (lambda v: v >= 0, lambda: "a number >= 0"),
     "axes": (lambda v: bool(v) and v[0] >= 0 and all(a < b for a, b in zip(v, v[1:])),
              lambda: "a non-empty, strictly increasing list of axes >= 0"),
     "permutation": (lambda v: sorted(v) == list(range(len(v))),

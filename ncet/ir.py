@@ -58,7 +58,8 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 # op_type -> {attribute: rule}: what a value of the attribute's kind must also be (null, where
 # the kind allows it, always passes). Rules: ("at least", n) an int >= n; ("ints", length, n)
 # a list of `length` ints (None: any number) each >= n; ("one of", values); ("between", lo,
-# hi) a number strictly between; ("not", value) anything else; ("axes",) a non-empty strictly
+# hi) a number strictly between; ("not", value) anything else; ("non-negative",) a number
+# >= 0; ("axes",) a non-empty strictly
 # increasing list of ints >= 0; ("permutation",) the ints 0..n-1 in some order; ("index",)
 # entries that are ints >= 0, [start, stop, step] with 0 <= start <= stop and step >= 1, or
 # null. Rules that relate attributes to each other or to shapes sit in ncet/consistency.py.
@@ -67,6 +68,7 @@ ATTR_RULES: Mapping[str, Mapping[str, tuple]] = MappingProxyType({
     "Conv2d": {"stride": ("ints", 2, 1), "padding": ("ints", 4, 0), "dilation": ("ints", 2, 1),
                "groups": ("at least", 1), "padding_mode": ("one of", PADDING_MODES)},
     "AdaptiveAvgPool2d": {"output_size": ("ints", 2, 0)},
+    "BatchNorm": {"eps": ("non-negative",)},
     "AvgPool2d": {"kernel_size": ("ints", 2, 1), "stride": ("ints", 2, 1),
                   "padding": ("ints", 2, 0), "divisor_override": ("not", 0)},
     "MaxPool2d": {"kernel_size": ("ints", 2, 1), "stride": ("ints", 2, 1),

@@ -579,3 +579,14 @@ def test_constants_that_do_not_fit_their_layer_are_refused(tmp_path, parts, says
     path.write_bytes(pack(*parts))
     with pytest.raises(GraphIRFormatError, match=re.escape(says)):
         ncet.load(path)
+
+
+def test_a_negative_batch_norm_eps_is_refused(tmp_path):
+    """PyTorch refuses it when it runs; convert never writes one."""
+    path = tmp_path / "eps.ncet"
+    path.write_bytes(pack(*_layer_file(
+        "BatchNorm", [4], {"mean": "m", "var": "v", "weight": None, "bias": None, "eps": -1.0},
+        [4], [("m", [4]), ("v", [4])])))
+    with pytest.raises(GraphIRFormatError, match=re.escape("eps=-1.0 (kind 'float') must be a "
+                                                           "number >= 0")):
+        ncet.load(path)
