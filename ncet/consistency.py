@@ -61,8 +61,9 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
         if len(node.inputs) > MAX_INPUTS:
             raise GraphIRFormatError(f"node {node.name!r:.80} ({node.op_type}) has "
                                      f"{len(node.inputs)} inputs, over the {MAX_INPUTS} limit")
-        _check_values(node, [ir.node(i).shape for i in node.inputs])
-        _check_constant_shapes(node, [ir.node(i).shape for i in node.inputs], ir)
+        shapes = [ir.node(i).shape for i in node.inputs]
+        _check_values(node, shapes)
+        _check_constant_shapes(node, shapes, ir)
     _check_dtypes(ir)
     if budget is not None:
         check_budget(ir, budget, BATCH_SIZES)

@@ -3,6 +3,7 @@ one thread never disturbs eager calls of any model in another (issue 21, item 1)
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
@@ -70,6 +71,24 @@ class PausesWhileTraced(nn.Module):
         return self.fc2(y)
 
 
+@contextlib.contextmanager
+def converting_mid_trace():
+    """For the body, another thread converting a `PausesWhileTraced`, held inside FX's
+    trace; yields that model and a dict that gets the GraphIR ("ir") once the body ends."""
+    paused, resume = threading.Event(), threading.Event()
+    model = PausesWhileTraced(paused, resume).eval()
+    result = {}
+    thread = threading.Thread(target=lambda: result.setdefault("ir", ncet.convert(model, (4,))),
+                              daemon=True)
+    thread.start()
+    try:
+        assert paused.wait(TIMEOUT), "the trace never reached forward()"
+        yield model, result
+    finally:
+        resume.set()
+        thread.join(TIMEOUT)
+
+
 def test_eager_calls_in_another_thread_are_undisturbed_mid_trace():
     """While one thread is inside FX's trace (nn.Module patched), another thread calls
     models eagerly, including a submodule of the very model being traced: each call runs
@@ -79,25 +98,12 @@ def test_eager_calls_in_another_thread_are_undisturbed_mid_trace():
     x = torch.randn(2, 3, 16, 16, generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         expected = other(x)
-    paused, resume = threading.Event(), threading.Event()
-    traced = PausesWhileTraced(paused, resume).eval()
-    result = {}
-
-    def convert():
-        result["ir"] = ncet.convert(traced, (4,))
-
-    thread = threading.Thread(target=convert, daemon=True)
-    thread.start()
-    try:
-        assert paused.wait(TIMEOUT), "the trace never reached forward()"
+    with converting_mid_trace() as (traced, result):
         with torch.no_grad():
             during = other(x)
             fc2 = traced.fc2(torch.ones(1, 4))
         assert isinstance(during, torch.Tensor) and torch.equal(during, expected)
         assert isinstance(fc2, torch.Tensor) and fc2.shape == (1, 3)
-    finally:
-        resume.set()
-        thread.join(TIMEOUT)
     ir = result["ir"]
     assert [n.op_type for n in ir.nodes] == ["Input", "Linear", "ReLU", "Linear", "Output"]
     assert module_call_is_pristine()
@@ -273,18 +279,9 @@ def test_compiled_models_in_other_threads_run_while_ncet_traces():
     compiled = torch.compile(nn.Linear(4, 4), backend="eager")
     x = torch.ones(2, 4)
     expected = compiled(x)
-    paused, resume = threading.Event(), threading.Event()
-    thread = threading.Thread(
-        target=lambda: ncet.convert(PausesWhileTraced(paused, resume).eval(), (4,)),
-        daemon=True)
-    thread.start()
-    try:
-        assert paused.wait(TIMEOUT)
+    with converting_mid_trace():
         assert not torch.fx._symbolic_trace.is_fx_tracing()
         assert torch.equal(compiled(x), expected)
-    finally:
-        resume.set()
-        thread.join(TIMEOUT)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork is POSIX only")
@@ -292,13 +289,7 @@ def test_a_child_forked_mid_trace_converts():
     """os.fork while another thread is inside a trace (multiprocessing's fork start method,
     a preloading server): the child has no such thread, so no lock is held and no gate is
     live there; it converts and runs models eagerly."""
-    paused, resume = threading.Event(), threading.Event()
-    thread = threading.Thread(
-        target=lambda: ncet.convert(PausesWhileTraced(paused, resume).eval(), (4,)),
-        daemon=True)
-    thread.start()
-    try:
-        assert paused.wait(TIMEOUT)
+    with converting_mid_trace():
         pid = os.fork()
         if pid == 0:  # the child: exit 0 only if everything works
             code = 1
@@ -312,7 +303,4 @@ def test_a_child_forked_mid_trace_converts():
             finally:
                 os._exit(code)
         _, status = os.waitpid(pid, 0)
-    finally:
-        resume.set()
-        thread.join(TIMEOUT)
     assert os.waitstatus_to_exitcode(status) == 0
