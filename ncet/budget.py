@@ -13,6 +13,7 @@ justifies, and a real run of the check (should the meta path ever give way) stay
 
 from __future__ import annotations
 
+import collections
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -207,9 +208,9 @@ def estimate(ir: GraphIR, batch_sizes: Sequence[int]) -> Cost:
     """Bound the memory and work of running `ir` once at each batch size, without running it.
 
     A run keeps every value it computes (the bound counts each node's largest possible
-    result, whatever shape it declares) and every constant converted to float64 (made once
-    for both runs), plus, while one node runs, its temporary buffers. Work adds up over the
-    runs.
+    result, whatever shape it declares) and the constants several nodes share converted to
+    float64 (made once for both runs), plus, while one node runs, its temporary buffers and
+    its own constants in float64. Work adds up over the runs.
 
     Args:
         ir: A graph whose declared shapes and attributes have passed the schema checks.
@@ -219,19 +220,21 @@ def estimate(ir: GraphIR, batch_sizes: Sequence[int]) -> Cost:
     constants = {name: tuple(t.shape) for name, t in ir.constants.items()}
     widened = {name: 0 if t.dtype.itemsize == ELEMENT_BYTES and t.is_floating_point()
                else t.numel() * ELEMENT_BYTES for name, t in ir.constants.items()}
-    steps = [(node, COST_RULES.get(node.op_type, touch_cost), [shapes[i] for i in node.inputs])
+    uses = collections.Counter(k for n in ir.nodes for k in _constant_names(n))
+    kept = sum(widened[k] for k, count in uses.items() if count > 1)  # shared: widened once
+    steps = [(node, COST_RULES.get(node.op_type, touch_cost), [shapes[i] for i in node.inputs],
+              sum(widened[k] for k in _constant_names(node) if uses[k] == 1))
              for node in ir.nodes if node.op_type != "Output"]
-    kept = sum(widened[k] for k in {k for n in ir.nodes for k in _constant_names(n)})
     peak = work = biggest_bytes = busiest_work = 0
     biggest = busiest = ir.nodes[0]
     for batch in batch_sizes:
         held = transient = 0
-        for node, rule, inputs in steps:
+        for node, rule, inputs, own in steps:
             if node.op_type == "Input":
                 cost = NodeCost(batch * _numel(node.shape), 0, batch * _numel(node.shape))
             else:
                 cost = rule(node, [(batch, *s) for s in inputs], constants)
-            extra = cost.scratch * ELEMENT_BYTES
+            extra = cost.scratch * ELEMENT_BYTES + own
             held += cost.out * ELEMENT_BYTES
             transient = max(transient, extra)
             work += cost.work

@@ -3,6 +3,7 @@ nodes compute at two batch sizes."""
 
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Callable
 
@@ -67,7 +68,8 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
     _check_dtypes(ir)
     if budget is not None:
         check_budget(ir, budget, BATCH_SIZES)
-    widened: dict[str, torch.Tensor] = {}
+    uses = collections.Counter(n for node in ir.nodes for n, _ in _constants(ir, node))
+    widened = {n: None for n, count in uses.items() if count > 1}  # shared: widened once
     with torch.no_grad():
         for batch in BATCH_SIZES:
             _run(ir, batch, widened)
@@ -366,9 +368,10 @@ much faster than PyTorch's meta kernels (10-500 us a node), and the buffers it f
 small to fragment the heap by more than a small multiple of the file."""
 
 
-def _run(ir: GraphIR, batch: int, widened: dict[str, torch.Tensor]) -> None:
+def _run(ir: GraphIR, batch: int, widened: dict[str, torch.Tensor | None]) -> None:
     """Run every node at `batch` and compare its result with the declared shape (`widened`:
-    the constants in float64, made once for both runs)."""
+    the constants several nodes share, in float64, made once for both runs; any other is
+    widened for its node and dropped after it)."""
     env: dict[str, torch.Tensor] = {}
     shapes = {name: tuple(t.shape) for name, t in ir.constants.items()}
     for node in ir.nodes:
@@ -382,11 +385,7 @@ def _run(ir: GraphIR, batch: int, widened: dict[str, torch.Tensor]) -> None:
                 node, [tuple(x.shape) for x in inputs], shapes)
             meta = cost.scratch * ELEMENT_BYTES > REAL_SCRATCH_BYTES or cost.work > REAL_WORK \
                 or (node.op_type == "Conv2d" and node.attrs["groups"] > 1)
-            names = [name for name, _ in _constants(ir, node)]
-            for name in names:
-                if name not in widened:
-                    widened[name] = ir.constants[name].to(torch.float64)
-            consts = {n: widened[n].to("meta") if meta else widened[n] for n in names}
+            consts = {n: _widened(n, t, meta, widened) for n, t in _constants(ir, node)}
             try:
                 value = EVALUATORS[node.op_type](
                     node, [x.to("meta") for x in inputs] if meta else inputs, consts)
@@ -402,6 +401,18 @@ def _run(ir: GraphIR, batch: int, widened: dict[str, torch.Tensor]) -> None:
                 value = _zeros(tuple(value.shape), node)
         _compare(node, value, batch)
         env[node.name] = value
+
+
+def _widened(name: str, tensor: torch.Tensor, meta: bool, shared: dict) -> torch.Tensor:
+    """A constant in float64: on meta tensors (no copy) for a node that runs there, for real
+    otherwise, made once if several nodes share it."""
+    if meta:
+        return tensor.to(device="meta", dtype=torch.float64)
+    if name not in shared:
+        return tensor.to(torch.float64)
+    if shared[name] is None:
+        shared[name] = tensor.to(torch.float64)
+    return shared[name]
 
 
 def _zeros(shape: tuple[int, ...], node: IRNode) -> torch.Tensor:
