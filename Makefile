@@ -4,7 +4,7 @@
 #   make venv    create .venv and install ncet (editable) with its test extras
 #   make demo    run the demo: a bundled model and its per-node mapping table
 #   make lint    ruff over the sources
-#   make docs    regenerate docs/support-boundary.md from ncet/boundary.py
+#   make docs    regenerate docs/support-boundary.md from ncet/frontend/boundary.py
 #   make test    lint, then the whole test suite: tests/ and, through nbval, notebooks/; then
 #                the notebooks again on capped instruction sets and one thread
 #   make notebooks  re-execute every notebook and store its outputs (after changing one)
@@ -46,7 +46,7 @@ lint: venv
 	$(BIN)/ruff check $(LINT_PATHS)
 
 docs: venv
-	$(BIN)/python -m ncet.boundary > docs/support-boundary.md
+	$(BIN)/python -m ncet.frontend.boundary > docs/support-boundary.md
 
 # pytest exits 5 when it collects no tests; that fails this target, on purpose (both runs).
 # pyproject.toml's [tool.pytest.ini_options] makes this run tests/ and notebooks/, the notebooks

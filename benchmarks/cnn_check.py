@@ -27,7 +27,7 @@ of threads, it measures: convert (once); check_exactness against its floor (one 
 forward of the model under no_grad + one float64 ncet.evaluate of the same inputs), as
 medians of --repeats interleaved (check, floor) pairs and the median of their paired ratios
 (as benchmarks/exactness.py's `paired` does), the target being <= 3; and the share of the
-check spent in the arithmetic probes (ncet.arithmetic.read_arithmetic_model, which
+check spent in the arithmetic probes (ncet.exactness.arithmetic.read_arithmetic_model, which
 check_exactness calls once): the median of 7 standalone calls after each timed pair, under
 the same load as the check (the JSON also has the median time of the call the timed checks
 make themselves), the target being well under 5%.
@@ -60,8 +60,8 @@ import torch
 from torch import nn
 
 import ncet
-import ncet.arithmetic
-import ncet.exactness
+import ncet.exactness.arithmetic
+import ncet.exactness.check
 
 if __package__:  # imported as benchmarks.cnn_check (the tests)
     from .scale import _median, inputs
@@ -338,15 +338,15 @@ def _timed(fn) -> tuple[float, float]:
 
 
 def probe_times(calls: int = PROBE_CALLS) -> list[float]:
-    """Wall seconds of `calls` ncet.arithmetic.read_arithmetic_model() calls."""
-    return [_timed(ncet.arithmetic.read_arithmetic_model)[0] for _ in range(calls)]
+    """Wall seconds of `calls` ncet.exactness.arithmetic.read_arithmetic_model() calls."""
+    return [_timed(ncet.exactness.arithmetic.read_arithmetic_model)[0] for _ in range(calls)]
 
 
 @contextlib.contextmanager
 def probes_in_check(seconds: list[float]):
     """Time the read_arithmetic_model call check_exactness itself makes (appended to
     `seconds`): the probes' cost where they run, beside the standalone median."""
-    original = ncet.exactness.read_arithmetic_model
+    original = ncet.exactness.check.read_arithmetic_model
 
     def timed(*args, **kwargs):
         t0 = time.perf_counter()
@@ -355,11 +355,11 @@ def probes_in_check(seconds: list[float]):
         finally:
             seconds.append(time.perf_counter() - t0)
 
-    ncet.exactness.read_arithmetic_model = timed
+    ncet.exactness.check.read_arithmetic_model = timed
     try:
         yield
     finally:
-        ncet.exactness.read_arithmetic_model = original
+        ncet.exactness.check.read_arithmetic_model = original
 
 
 def _first_line(report) -> str:

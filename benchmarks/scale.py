@@ -36,7 +36,7 @@ from torch import nn
 from torch.fx.passes.shape_prop import ShapeProp
 
 import ncet
-from ncet.canonicalize import canonicalize
+from ncet.frontend.canonicalize import canonicalize
 
 if __package__:  # imported as benchmarks.scale (the memory child process, the tests)
     from .memory import fresh_process_mib, peak_growth_mib
@@ -44,7 +44,7 @@ else:  # run as a script (python benchmarks/scale.py): benchmarks/ itself is on 
     from memory import fresh_process_mib, peak_growth_mib
 
 try:
-    from ncet.canonicalize import STAGES
+    from ncet.frontend.canonicalize import STAGES
 except ImportError:  # an NCET from before the stage clock: no per-stage breakdown
     STAGES = ()
 

@@ -2,7 +2,6 @@
 
 from importlib import metadata as _metadata
 
-from .conversion import convert, diagnose
 from .errors import (
     ConversionError,
     GraphIRFormatError,
@@ -12,11 +11,12 @@ from .errors import (
     UnsupportedOperatorError,
 )
 from .evaluate import evaluate
-from .exactness import check_exactness
-from .exactness_report import ExactnessEntry, ExactnessReport
-from .io import load, save
+from .exactness.check import check_exactness
+from .exactness.report import ExactnessEntry, ExactnessReport
+from .format.file import load, save
+from .frontend.conversion import convert, diagnose
+from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
-from .report import ConversionReport, Row
 
 try:
     __version__ = _metadata.version("ncet")

@@ -1,6 +1,6 @@
 """The hostile GraphIR files of issue 21, and a harness that loads each in a fresh process.
 
-Each file is built from the documented layout (docs/file-format.md) without ncet.io, so the
+Each file is built from the documented layout (docs/file-format.md) without ncet.format.file, so the
 same files can be fed to any version of NCET. `measure` loads one (with `ncet.load`, or
 through `ncet show`) in a child process and reports the outcome, the growth of the child's
 peak resident memory over its resident memory just before the call, and the wall time;

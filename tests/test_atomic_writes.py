@@ -14,9 +14,9 @@ import time
 import pytest
 
 import ncet
-from ncet import io as ncet_io
-from ncet.atomic import atomic_writer
 from ncet.examples import load_example
+from ncet.format import file as ncet_io
+from ncet.format.atomic import atomic_writer
 
 
 def graph(name: str) -> ncet.GraphIR:

@@ -17,7 +17,7 @@ import torch
 
 import ncet
 from benchmarks import eager_floor, memory, scale
-from ncet.canonicalize import STAGES, canonicalize
+from ncet.frontend.canonicalize import STAGES, canonicalize
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 

@@ -21,7 +21,7 @@ CELLS = [
     import json, torch, ncet
     from torch import nn
     import torch.nn.functional as F
-    from ncet.html_report import render_report
+    from ncet.render.html import render_report
     """,
     # In [2]: the model's forward() is on line 4 of this cell
     """
@@ -119,7 +119,7 @@ def test_the_html_report_names_the_cell_and_line(reported):
 
 
 def test_files_keep_file_and_line():
-    from ncet.trace import located
+    from ncet.frontend.trace import located
 
     assert located("model.py", 12) == "model.py:12"
     assert located("In [3]", 12) == "In [3], line 12"

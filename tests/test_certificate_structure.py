@@ -132,7 +132,7 @@ def test_faults_in_a_wide_bfloat16_layer_are_caught(fault):
 
 
 def test_an_infinite_bound_is_not_checked_and_not_certified():
-    from ncet.exactness_stats import CheckStats
+    from ncet.exactness.stats import CheckStats
 
     stats = CheckStats()
     value = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)

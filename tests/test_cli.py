@@ -430,7 +430,7 @@ def test_json_output_is_strict_even_for_infinite_ratios():
 
 
 def test_importing_ncet_imports_neither_the_command_nor_matplotlib():
-    code = ("import sys, ncet; import ncet.html_report, ncet.exactness_plots; "
+    code = ("import sys, ncet; import ncet.render.html, ncet.render.plots; "
             "print('matplotlib' in sys.modules, 'ncet.cli' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             timeout=600)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from ncet.boundary import BOUNDARY_RULES, render_support_boundary
 from ncet.errors import REASONS
+from ncet.frontend.boundary import BOUNDARY_RULES, render_support_boundary
 from ncet.ir import OP_SCHEMAS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from torch import nn
 
 import ncet
-from ncet.arithmetic import UNIT_ROUNDOFF, gamma, read_arithmetic_model
+from ncet.exactness.arithmetic import UNIT_ROUNDOFF, gamma, read_arithmetic_model
 from ncet.examples import load_example
 
 
@@ -111,7 +111,7 @@ def checked_with_progress(model, *inputs, **options):
     report = ncet.check_exactness(model, *inputs, **options,
                                   progress=lambda done, total: calls.append((done, total)))
     fractions = [done / total for done, total in calls]
-    assert 2 <= len(calls) <= ncet.exactness.PROGRESS_UPDATES + 1
+    assert 2 <= len(calls) <= ncet.exactness.check.PROGRESS_UPDATES + 1
     assert fractions == sorted(set(fractions)) and calls[-1][0] == calls[-1][1]
     return report, calls
 
@@ -356,7 +356,7 @@ class EveryFusedRule(nn.Module):
 def test_fused_broadcast_agrees_with_torch():
     # LinearBound.local's shape check: every pair and a sample of triples of shapes of rank
     # 0-3 with sizes 1-3, against torch.broadcast_shapes (None where torch refuses)
-    from ncet.fused_bounds import _broadcast
+    from ncet.exactness.fused_bounds import _broadcast
     shapes = [s for rank in range(4) for s in itertools.product((1, 2, 3), repeat=rank)]
     cases = [(a, b) for a in shapes for b in shapes] + \
         [(a, b, c) for a, b, c in itertools.product(shapes[::3], shapes[1::4], shapes[2::5])]
@@ -374,9 +374,9 @@ def test_fused_bounds_equal_the_rules(dtype, radius):
     """The fused forms (LinearBound, DotBound) compute the rules of bounds.py: never below
     them (the SAFETY margin kept) and never looser by more than float32 rounding, also for
     the radii of deep networks, far beyond float32 (DotBound scales them first)."""
-    from ncet.bounds import BOUND_RULES, SAFETY, rounding
     from ncet.evaluate import EVALUATORS
-    from ncet.fused_bounds import (
+    from ncet.exactness.bounds import BOUND_RULES, SAFETY, rounding
+    from ncet.exactness.fused_bounds import (
         DotBound,
         LinearBound,
         carry_exponent,
@@ -438,7 +438,7 @@ def test_fused_bounds_equal_the_rules(dtype, radius):
 def test_a_nan_bound_is_not_checked_never_a_pass(bound):
     """B9 in docs/reliability.md: a NaN bound certifies nothing, whatever the error there:
     its elements are counted as not checked, which withholds the node's certificate."""
-    from ncet.exactness_stats import CheckStats
+    from ncet.exactness.stats import CheckStats
 
     stats = CheckStats()
     torch_value = torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64)

@@ -13,8 +13,8 @@ import torch
 from torch import nn
 
 import ncet
-from ncet.bounds import enclose
-from ncet.exactness_stats import sample_indices
+from ncet.exactness.bounds import enclose
+from ncet.exactness.stats import sample_indices
 from ncet.examples import load_example
 
 CHUNK = 40  # 96 generated samples: chunks of 40, 40 and 16
@@ -43,7 +43,7 @@ def eager_module_outputs(model: nn.Module, paths: list[str], x: torch.Tensor):
 def residual():
     model, shapes = load_example("residual_cnn")
     ir = ncet.convert(model, *shapes)
-    x = ncet.exactness.generate_inputs(ir)[0][0]
+    x = ncet.exactness.check.generate_inputs(ir)[0][0]
     report = ncet.check_exactness(model, ir, x, chunk_size=CHUNK, seed=3)
     return model, ir, x, report
 

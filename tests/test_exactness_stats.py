@@ -1,4 +1,4 @@
-"""The running statistics of check_exactness (ncet/exactness_stats.py), each against a plain
+"""The running statistics of check_exactness (ncet/exactness/stats.py), each against a plain
 reference computation: index choice, the bounded ratio sample and its median, the ulp."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import math
 import pytest
 import torch
 
-from ncet.exactness_stats import (
+from ncet.exactness.stats import (
     CheckStats,
     RatioSample,
     choose_indices,

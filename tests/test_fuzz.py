@@ -23,8 +23,8 @@ from hypothesis import event, given, note, settings
 from hypothesis import strategies as st
 
 import ncet
-import ncet.header
-import ncet.io as nio
+import ncet.format.file as nio
+import ncet.format.header
 from ncet.errors import REASONS
 from ncet.examples import EXAMPLES, load_example
 from ncet.ir import OP_SCHEMAS
@@ -331,7 +331,7 @@ def declared(field: str, size: int):
         elif field == "offset":
             last["offset"] = size - size % 8
         elif field == "rank":  # one element, but more axes than MAX_RANK
-            first.update(shape=[1] * (ncet.header.MAX_RANK + 1 + size % 1000),
+            first.update(shape=[1] * (ncet.format.header.MAX_RANK + 1 + size % 1000),
                          nbytes=nio.DTYPES[first["dtype"]].itemsize)
         return pack(header, data)
     return edit

@@ -18,12 +18,12 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 import ncet
-import ncet.consistency
-from ncet.budget import COST_RULES, MEMORY_FLOOR, budget_for, estimate
+import ncet.format.consistency
 from ncet.cli import main
 from ncet.errors import GraphIRFormatError
 from ncet.evaluate import EVALUATORS
 from ncet.examples import EXAMPLES, load_example
+from ncet.format.budget import COST_RULES, MEMORY_FLOOR, budget_for, estimate
 from ncet.ir import GraphIR, IRNode, Source
 from tests.hostile_files import (
     HOSTILE_FILES,
@@ -53,7 +53,7 @@ def _never_run(ir, batch):
 @pytest.mark.parametrize("hostile", REFUSED, ids=[h.name for h in REFUSED])
 def test_hostile_file_is_refused_before_the_check_runs(hostile, tmp_path, monkeypatch):
     path = write(hostile, tmp_path)
-    monkeypatch.setattr(ncet.consistency, "_run", _never_run)
+    monkeypatch.setattr(ncet.format.consistency, "_run", _never_run)
     with pytest.raises(GraphIRFormatError, match=re.escape(repr(str(path)))) as info:
         ncet.load(path)
     assert hostile.refusal in str(info.value)
@@ -139,7 +139,7 @@ def test_limits_are_positive_ints(name, value, error, tmp_path):
 def test_verify_false_neither_checks_nor_allocates(tmp_path, monkeypatch):
     path = tmp_path / "huge.ncet"
     path.write_bytes(relu_on_input([2**40]))
-    monkeypatch.setattr(ncet.consistency, "_run", _never_run)
+    monkeypatch.setattr(ncet.format.consistency, "_run", _never_run)
     assert ncet.load(path, verify=False).inputs[0].shape == (2**40,)
 
 
@@ -229,10 +229,10 @@ def test_the_estimate_covers_every_value_of_both_runs(monkeypatch):
         if not example.converts:
             continue
         ir, held = ncet.convert(*_example(name)), {}
-        monkeypatch.setattr(ncet.consistency, "EVALUATORS",
+        monkeypatch.setattr(ncet.format.consistency, "EVALUATORS",
                             {k: _recording(v, held) for k, v in EVALUATORS.items()})
-        ncet.consistency.check_consistency(ir)
-        cost = estimate(ir, ncet.consistency.BATCH_SIZES)
+        ncet.format.consistency.check_consistency(ir)
+        cost = estimate(ir, ncet.format.consistency.BATCH_SIZES)
         inputs = sum(math.prod(n.shape) for n in ir.inputs) * 8
         assert sorted(held) == [1, 2] and max(held[b] + b * inputs for b in held) <= cost.bytes
 

@@ -19,10 +19,10 @@ from pathlib import Path
 import pytest
 
 import ncet
-from ncet import exactness_plots
 from ncet.examples import load_example
-from ncet.html_report import render_report, verdict
 from ncet.ir import GraphIR
+from ncet.render import plots as exactness_plots
+from ncet.render.html import render_report, verdict
 from tests.browsers import chromium
 
 ARTIFACTS = Path(__file__).resolve().parents[1] / "artifacts"

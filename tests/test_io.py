@@ -1,4 +1,4 @@
-"""Tests for ncet.io: round trips, byte-identical saves, hostile files and fuzzing."""
+"""Tests for ncet.format.file: round trips, byte-identical saves, hostile files and fuzzing."""
 
 from __future__ import annotations
 
@@ -17,13 +17,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import ncet
-import ncet.header
-import ncet.io as nio
+import ncet.format.file as nio
+import ncet.format.header
 from ncet.errors import GraphIRFormatError
-from ncet.io import load, save
+from ncet.format.file import load, save
 from ncet.ir import OP_SCHEMAS, GraphIR, IRNode, Source
 
-# The layout as docs/file-format.md describes it, written out independently of ncet.io.
+# The layout as docs/file-format.md describes it, written out independently of ncet.format.file.
 MAGIC = b"NCETIR\n\x00"
 PREFIX = struct.Struct("<8sIQ")
 
@@ -620,7 +620,7 @@ def test_ir_checks_are_a_second_net(base_file, tmp_path, monkeypatch):
     header, data = split(base_file)
     header["nodes"][2]["name"] = "x"
     (tmp_path / "dup.ncet").write_bytes(pack(header, data))
-    monkeypatch.setattr(ncet.header, "_check_nodes", lambda nodes, constants: None)
+    monkeypatch.setattr(ncet.format.header, "_check_nodes", lambda nodes, constants: None)
     with pytest.raises(GraphIRFormatError, match="the IR's own checks rejected it"):
         load(tmp_path / "dup.ncet")
 

@@ -5,7 +5,7 @@ per op_type written from docs/ir.md and PyTorch's documented semantics; it uses 
 ops nor ncet's EVALUATORS. Inputs (float32-representable, so exact in both precisions) and
 constants are taken as exact reals. The tests check, for every element of every node:
 
-* float64: |value - exact| <= radius, with (value, radius) from `ncet.bounds.enclose`;
+* float64: |value - exact| <= radius, with (value, radius) from `ncet.exactness.bounds.enclose`;
 * float32 (single-op graphs): |eager float32 model - exact| <= `local_bound(..., float32)`.
 
 The oracle's own error (2^-256 relative per operation) is covered by a slack of
@@ -28,7 +28,7 @@ from mpmath import mpf
 from torch import nn
 
 import ncet
-from ncet.bounds import enclose, local_bound
+from ncet.exactness.bounds import enclose, local_bound
 from ncet.examples import load_example
 
 PREC = 256

@@ -56,7 +56,7 @@ def test_errors_and_rows_quote_the_source_line():
 
 
 def test_long_source_lines_are_cut_and_unreadable_ones_left_out():
-    from ncet.trace import SOURCE_TEXT_CHARS
+    from ncet.frontend.trace import SOURCE_TEXT_CHARS
 
     class Long(nn.Module):
         def forward(self, x):
@@ -300,21 +300,21 @@ def test_trace_failed_hint_follows_the_cause(model, hint, text):
 
 @pytest.fixture
 def traces(monkeypatch):
-    """Count the calls of ncet.trace.trace_model (by convert and by check_exactness)."""
-    import ncet.canonicalize
-    import ncet.exactness
-    import ncet.trace
+    """Count the calls of ncet.frontend.trace.trace_model (by convert and by check_exactness)."""
+    import ncet.exactness.check
+    import ncet.frontend.canonicalize
+    import ncet.frontend.trace
 
     calls = []
-    real = ncet.trace.trace_model
+    real = ncet.frontend.trace.trace_model
 
     def counting(*args, **kwargs):
         calls.append(args[0])
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ncet.trace, "trace_model", counting)
-    monkeypatch.setattr(ncet.canonicalize, "trace_model", counting)
-    monkeypatch.setattr(ncet.exactness, "trace_model", counting)
+    monkeypatch.setattr(ncet.frontend.trace, "trace_model", counting)
+    monkeypatch.setattr(ncet.frontend.canonicalize, "trace_model", counting)
+    monkeypatch.setattr(ncet.exactness.check, "trace_model", counting)
     return calls
 
 
@@ -363,11 +363,11 @@ def test_a_recorded_trace_keeps_neither_model_nor_graph_alive():
 def test_shapes_from_fake_tensors_give_the_same_conversion(name, monkeypatch, tmp_path):
     """A node that is slow at the first batch size gets its second-batch shape from fake
     tensors; forced for every node, diagnose and convert give what two real runs give."""
-    import ncet.shape_propagation
+    import ncet.frontend.shape_propagation
 
     model, shapes = load_example(name)
     real = ncet.diagnose(model, *shapes)
-    monkeypatch.setattr(ncet.shape_propagation, "SHAPE_ONLY_AFTER_SECONDS", -1.0)
+    monkeypatch.setattr(ncet.frontend.shape_propagation, "SHAPE_ONLY_AFTER_SECONDS", -1.0)
     fake = ncet.diagnose(model, *shapes)
     assert fake.rows == real.rows
     if real.ok:
@@ -377,7 +377,7 @@ def test_shapes_from_fake_tensors_give_the_same_conversion(name, monkeypatch, tm
 
 
 def test_shape_only_runs_only_the_slow_nodes(monkeypatch):
-    import ncet.shape_propagation as propagation
+    import ncet.frontend.shape_propagation as propagation
 
     calls = []
     real = propagation.ShapePropagation._shape_only

@@ -12,13 +12,13 @@ from pathlib import Path
 import torch
 
 from .. import check_exactness, diagnose, evaluate, load, save
-from ..atomic import atomic_writer
 from ..errors import GraphIRFormatError
-from ..exactness import DEFAULT_SCALES
-from ..exactness_report import ExactnessReport
+from ..exactness.check import DEFAULT_SCALES
+from ..exactness.report import ExactnessReport
 from ..examples import EXAMPLES, load_example
-from ..html_report import render_report, verdict
-from ..report import ConversionReport
+from ..format.atomic import atomic_writer
+from ..frontend.report import ConversionReport
+from ..render.html import render_report, verdict
 from .progress import ProgressBar
 from .records import conversion_record, document, dumps, exactness_record, graph_record
 from .targets import Target, TargetError, load_target

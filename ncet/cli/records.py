@@ -14,9 +14,9 @@ from typing import Any
 
 import ncet
 
-from ..exactness_report import ExactnessEntry, ExactnessReport, OutputEntry
+from ..exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
+from ..frontend.report import STATUSES, ConversionReport, Row
 from ..ir import GraphIR, IRNode, describe_tensor
-from ..report import STATUSES, ConversionReport, Row
 
 SCHEMA_VERSION = 1
 """Bumped when a key is removed or changes meaning (new keys may appear at any time)."""

@@ -9,11 +9,12 @@ from collections.abc import Mapping
 
 import torch
 
-from ncet.atomic import atomic_writer
-from ncet.budget import budget_for
-from ncet.consistency import check_consistency
-from ncet.errors import GraphIRFormatError
-from ncet.header import (
+from ..errors import GraphIRFormatError
+from ..ir import OP_SCHEMAS, GraphIR, IRNode, Source
+from .atomic import atomic_writer
+from .budget import budget_for
+from .consistency import check_consistency
+from .header import (
     CANONICAL,
     DTYPES,
     FORMAT_NAME,
@@ -26,7 +27,6 @@ from ncet.header import (
     fail,
     parse_json,
 )
-from ncet.ir import OP_SCHEMAS, GraphIR, IRNode, Source
 
 MAGIC = b"NCETIR\n\x00"
 MAX_FILE_BYTES = 16 * 2**30
@@ -94,7 +94,7 @@ def load(path: str | os.PathLike, *, verify: bool = True, max_check_bytes: int |
             whose attributes do not compute.
         max_check_bytes: The most memory, in bytes, that evaluating the graph at those
             batch sizes may imply. By default 256 MiB plus 16 bytes per byte of the file, at
-            most 4 GiB (`ncet.budget`); a graph that implies more is refused before the
+            most 4 GiB (`ncet.format.budget`); a graph that implies more is refused before the
             check. Raise it for a trusted file whose activations are large next to its
             weights.
         max_check_work: The same for work, in multiply-adds and element visits (10^9 to

@@ -15,7 +15,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from .errors import TraceError
+from ..errors import TraceError
 from .trace_patches import ForeignTrace, confined_patches
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep

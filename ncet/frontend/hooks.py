@@ -20,7 +20,7 @@ from torch.nn.utils.prune import BasePruningMethod
 from torch.nn.utils.spectral_norm import SpectralNorm
 from torch.nn.utils.weight_norm import WeightNorm
 
-from .errors import Rejection
+from ..errors import Rejection
 
 WEIGHT_HOOKS: Mapping[type, tuple[str, str]] = MappingProxyType({
     WeightNorm: ("nn.utils.weight_norm", "nn.utils.remove_weight_norm(module, {name!r})"),

@@ -13,11 +13,11 @@ import torch
 import torch.fx
 from torch import nn
 
+from ..errors import ConversionError, Rejection, TraceError, UnsupportedOperatorError, make_error
+from ..ir import OP_SCHEMAS, GraphIR, IRNode, Source
 from .constants import ConstantLifter
 from .context import Mapped, MissingShape, NodeContext, Value, bind
-from .errors import ConversionError, Rejection, TraceError, UnsupportedOperatorError, make_error
 from .hooks import weight_hook_rejection
-from .ir import OP_SCHEMAS, GraphIR, IRNode, Source
 from .report import ConversionReport, Row
 from .shape_propagation import ShapePropagation, follows_batch
 from .spellings import (

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .errors import REASONS
+from ..errors import REASONS
 from .spellings import FUNCTION_SPELLINGS, METHOD_SPELLINGS, MODULE_SPELLINGS
 
 
@@ -145,7 +145,7 @@ def render_support_boundary() -> str:
     out = [
         "# Support boundary",
         "",
-        "<!-- Generated from ncet/boundary.py by `make docs`; tests/test_docs.py "
+        "<!-- Generated from ncet/frontend/boundary.py by `make docs`; tests/test_docs.py "
         "fails when this file and the code differ. -->",
         "",
         "A spelling in the tables below is *recognised*; it is *supported* when it also passes",

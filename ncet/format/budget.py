@@ -2,7 +2,7 @@
 
 A graph of a few hundred bytes can declare one that holds gigabytes when run (a huge Input
 shape, padding, broadcasting, an adaptive pooling to a huge size) or runs for minutes (a large
-pooling window). `ncet.load`'s meaning check (`ncet.consistency.check_consistency`) runs the
+pooling window). `ncet.load`'s meaning check (`ncet.format.consistency.check_consistency`) runs the
 graph on meta tensors, which costs it almost nothing whatever the graph; but before that,
 `estimate` bounds what *evaluating* the graph at the check's batch sizes would hold and do,
 from the declared shapes, the attributes and the constants' shapes alone, and `check_budget`
@@ -18,8 +18,8 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
-from .errors import GraphIRFormatError
-from .ir import CONSTANT_ATTRS, OP_SCHEMAS, GraphIR, IRNode
+from ..errors import GraphIRFormatError
+from ..ir import CONSTANT_ATTRS, OP_SCHEMAS, GraphIR, IRNode
 
 MEMORY_FLOOR = 256 * 2**20
 MEMORY_PER_FILE_BYTE = 16

@@ -10,10 +10,10 @@ from types import MappingProxyType
 
 import torch
 
+from ..errors import quote_source
+from ..ir import IRNode
 from .arithmetic import SUSPICION_LAMBDA, ArithmeticModel
-from .errors import quote_source
-from .exactness_stats import NodeStats
-from .ir import IRNode
+from .stats import NodeStats
 
 VALUE_SAMPLE_SIZE = 256
 """Default number of elements per node kept for `ExactnessReport.value_sample`."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass, field
 
-from .errors import ConversionError
-from .ir import GraphIR
+from ..errors import ConversionError
+from ..ir import GraphIR
 
 STATUSES = ("mapped", "lifted", "unsupported", "boundary", "skipped")
 """Row statuses: mapped to an op_type, lifted into constants, rejected by spelling, rejected

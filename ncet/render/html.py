@@ -10,9 +10,9 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
-from .errors import REASONS, quote_source
-from .exactness_report import ExactnessReport
-from .report import STATUSES, ConversionReport, Row
+from ..errors import REASONS, quote_source
+from ..exactness.report import ExactnessReport
+from ..frontend.report import STATUSES, ConversionReport, Row
 
 CSS = """
 :root { --ink: #1f2937; --muted: #64748b; --line: #e2e8f0; --soft: #f8fafc;
@@ -244,7 +244,7 @@ def _exactness(exactness: ExactnessReport | None) -> str:
 
 
 def _plot(exactness: ExactnessReport) -> str:
-    from .exactness_plots import error_plot_svg, matplotlib_available
+    from .plots import error_plot_svg, matplotlib_available
 
     if not matplotlib_available():
         return ('<p class="note">No plots: matplotlib is not installed '

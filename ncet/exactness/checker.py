@@ -13,16 +13,11 @@ import torch
 import torch.fx
 from torch import nn
 
+from ..evaluate import EVALUATORS
+from ..frontend.trace import Traced, call_node, last_uses
+from ..ir import GraphIR, IRNode
 from .arithmetic import SMALLEST_NORMAL, UNIT_ROUNDOFF, ArithmeticModel
 from .bounds import BOUND_RULES, SAFETY, rounding
-from .evaluate import EVALUATORS
-from .exactness_report import (
-    OUTPUT_ERROR_SAMPLE_SIZE,
-    ExactnessEntry,
-    ExactnessReport,
-    OutputEntry,
-)
-from .exactness_stats import ElementSampler, NodeStats, choose_indices, median_ratios
 from .fused_bounds import (
     FLOAT32_DOT_OPS,
     DotBound,
@@ -31,9 +26,14 @@ from .fused_bounds import (
     dot_sum32,
     round_up_to_float32,
 )
-from .ir import GraphIR, IRNode
+from .report import (
+    OUTPUT_ERROR_SAMPLE_SIZE,
+    ExactnessEntry,
+    ExactnessReport,
+    OutputEntry,
+)
+from .stats import ElementSampler, NodeStats, choose_indices, median_ratios
 from .structure import check_inputs_and_outputs, structural_faults
-from .trace import Traced, call_node, last_uses
 
 _F64 = torch.float64
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch.fx
 from torch.fx.node import map_arg
 
-from .ir import GraphIR
+from ..ir import GraphIR
 
 
 def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph) -> None:

@@ -7,9 +7,9 @@ from typing import Any
 
 import torch
 
-from .context import Mapped, NodeContext, finite_real
-from .errors import Rejection
-from .trace import BATCH_SIZES
+from ...errors import Rejection
+from ..context import Mapped, NodeContext, finite_real
+from ..trace import BATCH_SIZES
 
 _INPLACE_HINT = "use the out-of-place form (inplace=False); NCET rejects in-place forms"
 

@@ -11,8 +11,8 @@ import torch
 import torch.fx
 from torch import nn
 
+from ..errors import Rejection
 from .constants import ConstantLifter
-from .errors import Rejection
 
 REQUIRED = object()
 """Marks a parameter without a default in a spelling's parameter list."""

@@ -8,8 +8,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from .context import Mapped, NodeContext
-from .errors import Rejection
+from ...errors import Rejection
+from ..context import Mapped, NodeContext
 
 
 def _pair(value: Any, name: str) -> list[int]:

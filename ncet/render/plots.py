@@ -11,7 +11,7 @@ import io
 import math
 import re
 
-from .exactness_report import ExactnessEntry, ExactnessReport
+from ..exactness.report import ExactnessEntry, ExactnessReport
 
 MAX_NAMED_TICKS = 80
 """Up to this many nodes, the x axis is labelled with node names; beyond, with positions."""

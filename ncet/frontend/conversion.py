@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import TraceError
+from ..ir import GraphIR
 from .canonicalize import canonicalize, trace_failure_report
-from .errors import TraceError
-from .ir import GraphIR
 from .isolation import untouched
 from .report import ConversionReport
 

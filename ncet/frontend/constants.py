@@ -7,7 +7,7 @@ import math
 import torch
 import torch.fx
 
-from .errors import Rejection
+from ..errors import Rejection
 
 
 class ConstantLifter:

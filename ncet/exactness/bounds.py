@@ -20,13 +20,13 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from ..evaluate import EVALUATORS
+from ..ir import OP_SCHEMAS, IRNode
 from .arithmetic import (
     SMALLEST_NORMAL,
     ArithmeticModel,
     read_arithmetic_model,
 )
-from .evaluate import EVALUATORS
-from .ir import OP_SCHEMAS, IRNode
 
 SAFETY = 1.0 + 2.0 ** -20
 """Bounds are computed in float64 (relative error far below 2^-30 for any layer size NCET

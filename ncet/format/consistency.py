@@ -10,11 +10,11 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from ..errors import GraphIRFormatError
+from ..evaluate import EVALUATORS
+from ..ir import ATTR_RULES, CONSTANT_ATTRS, INPUT_RANKS, OP_SCHEMAS, GraphIR, IRNode
 from .budget import COST_RULES, ELEMENT_BYTES, Budget, check_budget, touch_cost
-from .errors import GraphIRFormatError
-from .evaluate import EVALUATORS
 from .header import MAX_RANK
-from .ir import ATTR_RULES, CONSTANT_ATTRS, INPUT_RANKS, OP_SCHEMAS, GraphIR, IRNode
 
 DTYPES: dict[str, torch.dtype] = {
     "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32,
@@ -45,7 +45,7 @@ def check_consistency(ir: GraphIR, budget: Budget | None = None) -> None:
 
     Args:
         ir: A GraphIR, typically one just read from a file.
-        budget: When given, the runs' memory and work are bounded first (`ncet.budget`),
+        budget: When given, the runs' memory and work are bounded first (`ncet.format.budget`),
             and a graph over the budget is refused before anything is allocated.
 
     Raises:
@@ -361,7 +361,7 @@ def _name(dtype: torch.dtype) -> str:
 
 REAL_SCRATCH_BYTES = 8 * 2**10
 REAL_WORK = 2**24
-"""A node whose temporary buffers (`ncet.budget`'s estimate) or work would exceed these, or a
+"""A node whose temporary buffers (`ncet.format.budget`'s estimate) or work would exceed these, or a
 grouped convolution (PyTorch's CPU kernel loops over the groups), runs on meta tensors, and
 its result is zeros of the shape PyTorch gives. Every other node runs for real, which is
 much faster than PyTorch's meta kernels (10-500 us a node), and the buffers it frees are too

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
+from ..ir import IRNode
 from .arithmetic import SMALLEST_NORMAL, UNIT_ROUNDOFF, ArithmeticModel, gamma
 from .bounds import BOUND_RULES, SAFETY, Consts, LinearForm, Tensors, dot_roundings
-from .ir import IRNode
 
 FLOAT32_DOT_OPS = ("Linear", "Conv2d")
 """Ops whose magnitudes and carried radii may be computed in float32 and rounded up."""

@@ -11,8 +11,8 @@ from typing import Any
 
 import torch
 
-from ncet.errors import GraphIRFormatError
-from ncet.ir import OP_SCHEMAS, Source
+from ..errors import GraphIRFormatError
+from ..ir import OP_SCHEMAS, Source
 
 FORMAT_NAME = "ncet-graphir"
 FORMAT_VERSION = 1

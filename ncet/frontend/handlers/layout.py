@@ -6,8 +6,8 @@ from typing import Any
 
 import torch
 
-from .context import Mapped, NodeContext
-from .errors import Rejection
+from ...errors import Rejection
+from ..context import Mapped, NodeContext
 
 
 def _dims(value: Any) -> list[Any]:

@@ -11,13 +11,13 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from ..frontend.conversion import convert
+from ..frontend.isolation import untouched
+from ..frontend.trace import Traced, recorded_trace, trace_model
+from ..ir import GraphIR
 from .arithmetic import MATMUL_OPS, read_arithmetic_model
 from .checker import Checker
-from .conversion import convert
-from .exactness_report import VALUE_SAMPLE_SIZE, ExactnessReport
-from .ir import GraphIR
-from .isolation import untouched
-from .trace import Traced, recorded_trace, trace_model
+from .report import VALUE_SAMPLE_SIZE, ExactnessReport
 
 CHUNK_ELEMENTS = 2 ** 20
 """Default chunk: as many samples as keep every node's batched value under this many elements

@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from . import elementwise, indexing, layers, layout
 from .context import REQUIRED, Spelling
+from .handlers import elementwise, indexing, layers, layout
 
 _X = ("input", REQUIRED)
 

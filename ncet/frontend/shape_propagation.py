@@ -13,7 +13,7 @@ import torch
 import torch.fx
 from torch import nn
 
-from .errors import TraceError
+from ..errors import TraceError
 from .trace import BATCH_SIZES, call_node, last_uses, make_example_inputs
 
 SHAPE_ONLY_AFTER_SECONDS = 0.02
