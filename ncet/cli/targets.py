@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import importlib
 import importlib.util
 import inspect
@@ -19,8 +20,8 @@ from ..examples import EXAMPLES, load_example
 FORMS_HELP = (
     "TARGET is package.module:factory (importable from the current directory), "
     "path/to/file.py:factory, or a bundled example name "
-    f"({', '.join(EXAMPLES)}). The factory is a function or an nn.Module class called with "
-    "no arguments, or an nn.Module instance.")
+    f"({', '.join(EXAMPLES)}). The factory is a function or an nn.Module class, called with "
+    "no arguments or with literal ones (file.py:Net(width=64)), or an nn.Module instance.")
 
 
 class TargetError(Exception):
@@ -71,7 +72,8 @@ def _load_target(text: str, input_shapes: tuple[tuple[int, ...], ...] = (),
         TargetError: The target is malformed, cannot be imported, is not a model, or has
             no input shapes.
     """
-    module_name, _, attribute = text.rpartition(":")
+    head, parenthesis, arguments = text.partition("(")
+    module_name, _, attribute = head.rpartition(":")
     if not module_name:
         model, example_shapes = _example(text)
         input_shapes = input_shapes or example_shapes
@@ -80,8 +82,9 @@ def _load_target(text: str, input_shapes: tuple[tuple[int, ...], ...] = (),
             raise TargetError(f"TARGET {text!r} names no factory after the colon: type "
                               f"the function or class that builds the model, e.g. "
                               f"{module_name}:Net")
+        args, kwargs = _arguments(parenthesis + arguments, text)
         module = _import(module_name, text)
-        model = _build(_attribute(module, attribute, text), text)
+        model = _build(_attribute(module, attribute, text), text, args, kwargs)
     if not input_shapes:
         raise TargetError(f"TARGET {text!r} needs its per-sample input shapes: give one "
                           "--input-shape per forward() argument, without the batch axis, e.g. "
@@ -120,7 +123,7 @@ def _import(module_name: str, text: str):
 def _import_file(path: Path, text: str):
     if not path.is_file():
         raise TargetError(f"TARGET {text!r}: there is no file {str(path)!r}")
-    name = "_ncet_target_" + re.sub(r"\W", "_", path.stem)
+    name = _module_name(path)
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise TargetError(f"TARGET {text!r}: {str(path)!r} is not a Python file. {FORMS_HELP}")
@@ -131,6 +134,27 @@ def _import_file(path: Path, text: str):
         sys.path.insert(0, folder)  # sibling imports work, as for a script
     spec.loader.exec_module(module)
     return module
+
+
+def _module_name(path: Path) -> str:
+    """The name a file is imported under: its stem, so that its classes show as the user
+    wrote them (`model.Net`), unless that name is another module's (already imported, or
+    importable, as `json.py` or `torch.py` would be): then a private `_ncet_target_` name."""
+    name = re.sub(r"\W", "_", path.stem)
+    if not name.isidentifier():
+        name = "_" + name
+    existing = sys.modules.get(name)
+    if existing is not None:
+        origin = getattr(existing, "__file__", None) or "?"
+    else:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):  # a broken module of that name: keep clear of it
+            spec = False
+        origin = None if spec is None else getattr(spec, "origin", None) or "?"
+    if origin is None or Path(origin).resolve() == path.resolve():
+        return name  # no other module has this name, or it is this very file
+    return "_ncet_target_" + name
 
 
 def _attribute(module, attribute: str, text: str):
@@ -155,18 +179,42 @@ def _is_model_factory(value, module) -> bool:
         inspect.isfunction(value) and not value.__name__.startswith("_"))
 
 
-def _build(factory, text: str) -> nn.Module:
+def _arguments(call: str, text: str) -> tuple[tuple, dict]:
+    """The literal arguments of `factory(1, width=64, name="x")` (Python literals only:
+    numbers, strings, booleans, None, tuples, lists, dicts; nothing is evaluated)."""
+    if not call:
+        return (), {}
+    try:
+        tree = ast.parse("f" + call, mode="eval").body
+        if not isinstance(tree, ast.Call):
+            raise ValueError("not a call")
+        args = tuple(ast.literal_eval(a) for a in tree.args)
+        kwargs = {k.arg: ast.literal_eval(k.value) for k in tree.keywords if k.arg}
+        if len(kwargs) != len(tree.keywords):
+            raise ValueError("**arguments")
+    except (SyntaxError, ValueError, TypeError) as error:
+        raise TargetError(f"TARGET {text!r}: the factory's arguments must be Python literals, "
+                          f"as in path/to/file.py:factory(width=64, depth=2) ({error})") from None
+    return args, kwargs
+
+
+def _build(factory, text: str, args: tuple = (), kwargs: dict | None = None) -> nn.Module:
+    kwargs = kwargs or {}
     if isinstance(factory, nn.Module):
+        if args or kwargs:
+            raise TargetError(f"TARGET {text!r} gives arguments to a model instance: name "
+                              "its class or factory function instead")
         return factory
     if not callable(factory):
         raise TargetError(f"TARGET {text!r} is an object of type {type(factory).__name__}, "
                           "not an nn.Module, an nn.Module class or a function returning one")
     try:
-        model = factory()
+        model = factory(*args, **kwargs)
     except Exception as error:  # the user's factory may raise anything
-        raise TargetError(f"calling TARGET {text!r} with no arguments failed: "
-                          f"{_describe(error)}. Point TARGET at a function that builds the "
-                          "model without arguments") from error
+        given = "with no arguments" if not (args or kwargs) else "with the arguments given"
+        raise TargetError(f"calling TARGET {text!r} {given} failed: {_describe(error)}. "
+                          "Give its arguments as literals, e.g. file.py:factory(width=64), or "
+                          "point TARGET at a function that builds the model") from error
     if not isinstance(model, nn.Module):
         raise TargetError(f"TARGET {text!r} returned an object of type "
                           f"{type(model).__name__}, not an nn.Module")
