@@ -7,7 +7,8 @@ from pathlib import Path
 
 from ncet.errors import REASONS
 from ncet.frontend.boundary import BOUNDARY_RULES, render_support_boundary
-from ncet.ir import OP_SCHEMAS
+from ncet.frontend.boundary_rules import LIMITED_RULES
+from ncet.ir import INPUT_RANKS, OP_SCHEMAS
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
@@ -25,6 +26,31 @@ def test_every_reason_code_has_a_boundary_rule():
 def test_every_op_type_has_a_boundary_rule():
     named = {op for r in BOUNDARY_RULES for op in r.op_types}
     assert set(OP_SCHEMAS) <= named, set(OP_SCHEMAS) - named
+
+
+def test_handlers_take_their_numbers_from_the_rule_table():
+    """Beyond 0, 1 and 2 (indices, halves, pairs), a number in a handler is a limit of the
+    boundary: it lives in a BoundaryRule's Limit (probed by tests/test_boundary_limits.py)."""
+    import ast
+
+    handlers = Path(__file__).resolve().parent.parent / "ncet" / "frontend" / "handlers"
+    found = [f"{path.name}:{node.lineno}: {node.value!r}"
+             for path in sorted(handlers.glob("*.py"))
+             for node in ast.walk(ast.parse(path.read_text()))
+             if isinstance(node, ast.Constant) and type(node.value) in (int, float)
+             and node.value not in (0, 1, 2)]
+    assert not found, found
+
+
+def test_rank_limits_agree_with_the_ir():
+    """What convert accepts per op_type is what a GraphIR file may hold (ir.INPUT_RANKS)."""
+    accepted: dict[str, set[int]] = {}
+    for rule in LIMITED_RULES:
+        if rule.limit.quantity == "rank":
+            per_sample = set(range(rule.limit.low - 1, rule.limit.high))
+            for op_type in rule.op_types:
+                accepted.setdefault(op_type, set()).update(per_sample)
+    assert accepted == {op_type: set(ranks) for op_type, ranks in INPUT_RANKS.items()}
 
 
 def test_ir_doc_describes_every_op_type_and_attribute():

@@ -31,6 +31,7 @@ from tests.conftest import (
     reseed,
     seeded,
 )
+from tests.spelling_columns import op_type_column
 
 U = ncet.UnsupportedOperatorError
 S = ncet.SupportBoundaryError
@@ -262,7 +263,10 @@ NORMALIZED = [
 
 @pytest.mark.parametrize(("fn", "op_type"), NORMALIZED)
 def test_normalized(fn, op_type):
-    assert only_op(convert_and_compare(Fn(fn).eval(), *X)).op_type == op_type
+    model = Fn(fn).eval()
+    node = only_op(convert_and_compare(model, *X))
+    assert node.op_type == op_type
+    assert node.op_type in op_type_column(model)  # the spec's column in the spelling table
 
 
 def test_get_attr_is_lifted_not_an_operator():

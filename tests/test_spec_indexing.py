@@ -12,6 +12,7 @@ import torch
 
 import ncet
 from tests.conftest import Fn, assert_rejected, convert_and_compare, only_op
+from tests.spelling_columns import op_type_column
 
 SHAPE = (3, 4, 5)  # per-sample shape of x in every row
 
@@ -44,9 +45,11 @@ ACCEPTED = [
 @pytest.mark.parametrize(("index", "op_type"), [row[1:] for row in ACCEPTED],
                          ids=[row[0] for row in ACCEPTED])
 def test_index_accepted(index, op_type):
-    ir = convert_and_compare(index_model(index), SHAPE)
+    model = index_model(index)
+    ir = convert_and_compare(model, SHAPE)
     node = only_op(ir)
     assert node.op_type == op_type
+    assert node.op_type in op_type_column(model)  # the spec's column in the spelling table
     assert node.source.fx_op == "call_function"
 
 

@@ -16,6 +16,7 @@ from tests.conftest import (
     seeded,
     spec_row,
 )
+from tests.spelling_columns import op_type_column
 
 X = [(3, 4)]
 XY = [(3, 4), (3, 4)]
@@ -105,6 +106,7 @@ def test_method_row(build, shapes, op_type, attrs):
     ir = convert_and_compare(model, *shapes)
     node = only_op(ir)
     assert node.op_type == op_type
+    assert node.op_type in op_type_column(model)  # the spec's column in the spelling table
     assert_attrs(node, attrs)
     assert node.source.fx_op == "call_method"
     if node.attrs.get("constant") is not None:  # lifted bit for bit

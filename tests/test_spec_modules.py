@@ -20,6 +20,7 @@ from tests.conftest import (
     only_op,
     reseed,
 )
+from tests.spelling_columns import op_type_column
 
 
 def bn(cls, n, **kwargs):
@@ -88,6 +89,7 @@ def test_module_row(factory, path, shape, op_type, attrs):
     ir = convert_and_compare(model, shape)
     node = only_op(ir)
     assert node.op_type == op_type
+    assert node.op_type in op_type_column(model)  # the spec's column in the spelling table
     assert_attrs(node, attrs)
     assert node.source.fx_op == "call_module"
     assert node.source.module_path == path

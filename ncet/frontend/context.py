@@ -12,6 +12,7 @@ import torch.fx
 from torch import nn
 
 from ..errors import Rejection
+from ..ir import OP_SCHEMAS
 from .constants import ConstantLifter
 
 REQUIRED = object()
@@ -33,17 +34,23 @@ class Mapped:
 
 @dataclass(frozen=True, slots=True)
 class Spelling:
-    """One row of a spelling table: how it is displayed, its handler and its parameters.
+    """One row of a spelling table: how it is displayed, its handler, its parameters and the
+    op_types the spec assigns it.
 
     `params` lists (name, default) in positional order, `REQUIRED` for no default; only
     these names are accepted as keywords. `variadic` names a parameter that collects the
     remaining positional arguments (as in `x.view(2, 3)`), or a single sequence argument.
+    `op_types` is the spec's op_type column: the handler's result is one of them.
     """
 
     display: str
     handler: Callable[[NodeContext], Mapped]
     params: tuple[tuple[str, Any], ...] = (("input", REQUIRED),)
     variadic: str = ""
+    op_types: tuple[str, ...] = ()
+
+    def __post_init__(self):
+        assert all(op in OP_SCHEMAS for op in self.op_types), self.op_types
 
 
 @dataclass(slots=True)
@@ -60,7 +67,8 @@ class Value:
 NUMPY_KEYWORDS: dict[str, str] = {"axis": "dim", "keepdims": "keepdim", "dim": "axis"}
 """Keyword spellings PyTorch's argument parser accepts for one another (NumPy compatibility:
 `torch.cat(xs, axis=1)`, `x.mean(axis=1, keepdims=True)`, `torch.concatenate(xs, dim=1)`);
-`bind` maps one to the other when the spelling names only the other."""
+`bind` maps one to the other when the spelling names only the other. The only keyword
+aliasing there is."""
 
 
 def bind(spelling: Spelling, args: tuple, kwargs: dict) -> dict[str, Any]:

@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from ...errors import Rejection
+from ..boundary_rules import AFFINE_INTEGER, LEAKY_RELU_SLOPE
 from ..context import Mapped, NodeContext, finite_real
 from ..trace import BATCH_SIZES
 
@@ -34,11 +35,12 @@ def relu(ctx: NodeContext) -> Mapped:
 def leaky_relu(ctx: NodeContext) -> Mapped:
     _reject_inplace(_module_or_arg(ctx, "inplace"))
     slope = _module_or_arg(ctx, "negative_slope")
-    if not finite_real(slope) or not 0 <= slope <= 1:
-        raise Rejection("leaky-relu-slope",
-                        f"negative_slope={slope!r} must be a finite number in [0, 1]",
+    limit = LEAKY_RELU_SLOPE.limit
+    if not finite_real(slope) or not limit.admits(slope):
+        raise Rejection(LEAKY_RELU_SLOPE.code,
+                        f"negative_slope={slope!r} must be a finite number in {limit.span}",
                         hint="NCET keeps LeakyReLU piecewise-linear and monotone; "
-                             "use a slope in [0, 1]")
+                             f"use a slope in {limit.span}")
     x = ctx.graph_tensor("input")
     if slope == 0:
         return Mapped("ReLU", (x,), {})
@@ -141,9 +143,10 @@ def _affine_constant(ctx: NodeContext, x: torch.fx.Node, c: Any,
                             hint="use a floating-point buffer")
         name = ctx.lift_attr(c)
         wide = tensor.to(torch.int64) if not tensor.is_floating_point() else None
-        if wide is not None and bool(((wide > 2 ** 53) | (wide < -2 ** 53)).any()):
-            raise Rejection("affine-constant-type", f"integer constant {name!r} has entries "
-                                                    "not exactly representable as floats")
+        exact = AFFINE_INTEGER.limit
+        if wide is not None and bool(((wide < exact.low) | (wide > exact.high)).any()):
+            raise Rejection(AFFINE_INTEGER.code, f"integer constant {name!r} has entries "
+                                                 "not exactly representable as floats")
         if tensor.numel():
             _check_in_range(ctx, x, float(tensor.abs().max()), f"constant {name!r}")
         if kind == "div" and bool((tensor == 0).any()):
@@ -167,8 +170,8 @@ def _affine_constant(ctx: NodeContext, x: torch.fx.Node, c: Any,
         raise Rejection("affine-constant-type", f"constant {c!r} is not a real number")
     if not math.isfinite(c):
         raise Rejection("constant-not-finite", f"constant {c!r} is not finite")
-    if isinstance(c, int) and abs(c) > 2 ** 53:
-        raise Rejection("affine-constant-type",
+    if isinstance(c, int) and not AFFINE_INTEGER.limit.admits(c):
+        raise Rejection(AFFINE_INTEGER.code,
                         f"integer constant {c} is not exactly representable as a float")
     _check_in_range(ctx, x, c, f"constant {c!r}")
     if kind == "div" and c == 0:

@@ -9,6 +9,14 @@ import torch
 from torch import nn
 
 from ...errors import Rejection
+from ..boundary_rules import (
+    BATCH_NORM_1D_RANK,
+    BATCH_NORM_2D_RANK,
+    CONV2D_RANK,
+    LINEAR_RANK,
+    POOL_RANK,
+    BoundaryRule,
+)
 from ..context import Mapped, NodeContext
 
 
@@ -22,12 +30,12 @@ def _pair(value: Any, name: str) -> list[int]:
     raise Rejection("unsupported-argument", f"{name}={value!r} must be an int or a pair of ints")
 
 
-def _require_rank(ctx: NodeContext, node, ranks: tuple[int, ...], what: str) -> None:
-    rank = len(ctx.shape(node))
-    if rank not in ranks:
-        batched = " or ".join(str(r + 1) for r in ranks)
-        raise Rejection("rank", f"{what} needs a batched input of rank {batched}, got rank "
-                                f"{rank + 1}",
+def _require_rank(ctx: NodeContext, node, rule: BoundaryRule, what: str) -> None:
+    """Reject an input whose batched rank is outside the rule's limit."""
+    batched = len(ctx.shape(node)) + 1
+    if not rule.limit.admits(batched):
+        raise Rejection(rule.code, f"{what} needs a batched input of {rule.limit}, got rank "
+                                   f"{batched}",
                         hint="give the input its batch axis and the layout the layer expects")
 
 
@@ -48,14 +56,14 @@ def _fixed_operand(ctx: NodeContext, name: str, optional: bool) -> str | None:
 # --- Linear -----------------------------------------------------------------------------
 def linear_module(ctx: NodeContext) -> Mapped:
     x = ctx.graph_tensor("input")
-    _require_rank(ctx, x, tuple(range(1, 16)), "Linear")
+    _require_rank(ctx, x, LINEAR_RANK, "Linear")
     return Mapped("Linear", (x,), {"weight": ctx.lift_module_tensor("weight"),
                                    "bias": ctx.lift_module_tensor("bias")})
 
 
 def linear_function(ctx: NodeContext) -> Mapped:
     x = ctx.graph_tensor("input")
-    _require_rank(ctx, x, tuple(range(1, 16)), "F.linear")
+    _require_rank(ctx, x, LINEAR_RANK, "F.linear")
     return Mapped("Linear", (x,), {"weight": _fixed_operand(ctx, "weight", False),
                                    "bias": _fixed_operand(ctx, "bias", True)})
 
@@ -82,7 +90,7 @@ def _conv_padding(padding: Any, kernel: list[int], dilation: list[int]) -> list[
 
 def conv2d_module(ctx: NodeContext) -> Mapped:
     x = ctx.graph_tensor("input")
-    _require_rank(ctx, x, (3,), "Conv2d")
+    _require_rank(ctx, x, CONV2D_RANK, "Conv2d")
     conv: nn.Conv2d = ctx.module
     kernel, dilation = list(conv.kernel_size), list(conv.dilation)
     return Mapped("Conv2d", (x,), {
@@ -93,7 +101,7 @@ def conv2d_module(ctx: NodeContext) -> Mapped:
 
 def conv2d_function(ctx: NodeContext) -> Mapped:
     x = ctx.graph_tensor("input")
-    _require_rank(ctx, x, (3,), "F.conv2d")
+    _require_rank(ctx, x, CONV2D_RANK, "F.conv2d")
     weight = _fixed_operand(ctx, "weight", False)
     kernel = list(ctx.fixed_tensor(ctx.args["weight"]).shape[-2:])
     dilation = _pair(ctx.static("dilation"), "dilation")
@@ -134,7 +142,8 @@ def batch_norm_module(ctx: NodeContext) -> Mapped:
         raise Rejection("constant-subnormal",
                         f"running_var + eps is below the smallest normal {dtype} number",
                         hint="use a larger eps")
-    _require_rank(ctx, x, (1, 2) if isinstance(bn, nn.BatchNorm1d) else (3,), type(bn).__name__)
+    _require_rank(ctx, x, BATCH_NORM_1D_RANK if isinstance(bn, nn.BatchNorm1d)
+                  else BATCH_NORM_2D_RANK, type(bn).__name__)
     return Mapped("BatchNorm", (x,), {
         "mean": ctx.lift_module_tensor("running_mean"),
         "var": ctx.lift_module_tensor("running_var"),
@@ -151,7 +160,7 @@ def _pool_window(ctx: NodeContext, kernel: Any, stride: Any, padding: Any) -> di
 
 def adaptive_avg_pool2d(ctx: NodeContext) -> Mapped:
     x = ctx.graph_tensor("input")
-    _require_rank(ctx, x, (3,), "adaptive average pooling")
+    _require_rank(ctx, x, POOL_RANK, "adaptive average pooling")
     if ctx.module is None:
         ctx.static("output_size")
     return Mapped("AdaptiveAvgPool2d", (x,), {"output_size": list(ctx.out_shape[-2:])})
@@ -159,7 +168,7 @@ def adaptive_avg_pool2d(ctx: NodeContext) -> Mapped:
 
 def avg_pool2d(ctx: NodeContext) -> Mapped:
     x = ctx.graph_tensor("input")
-    _require_rank(ctx, x, (3,), "average pooling")
+    _require_rank(ctx, x, POOL_RANK, "average pooling")
     p = _pool_params(ctx, ("kernel_size", "stride", "padding", "ceil_mode", "count_include_pad",
                            "divisor_override"))
     divisor = p["divisor_override"]
@@ -175,7 +184,7 @@ def avg_pool2d(ctx: NodeContext) -> Mapped:
 
 def max_pool2d(ctx: NodeContext) -> Mapped:
     x = ctx.graph_tensor("input")
-    _require_rank(ctx, x, (3,), "max pooling")
+    _require_rank(ctx, x, POOL_RANK, "max pooling")
     p = _pool_params(ctx, ("kernel_size", "stride", "padding", "dilation", "ceil_mode",
                            "return_indices"))
     if p["return_indices"]:
