@@ -40,7 +40,7 @@ import torch.nn.functional as F
 import ncet
 from ncet.exactness.arithmetic import read_arithmetic_model
 from ncet.exactness.bounds import SAFETY
-from ncet.exactness.fused_bounds import DotBound, carry_exponent, round_up_to_float32
+from ncet.exactness.float32_dots import DotBound, carry_exponent, round_up_to_float32
 
 if __package__:  # imported as benchmarks.eager_floor (the tests)
     from .scale import build, inputs, medians

@@ -21,8 +21,8 @@ import torch
 from torch import nn
 
 import ncet
-from ncet.exactness.arithmetic import read_arithmetic_model
 from ncet.exactness import probes
+from ncet.exactness.arithmetic import read_arithmetic_model
 from ncet.examples import load_example
 
 PRELUDE = """

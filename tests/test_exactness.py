@@ -375,14 +375,15 @@ def test_fused_bounds_equal_the_rules(dtype, radius):
     them (the SAFETY margin kept) and never looser by more than float32 rounding, also for
     the radii of deep networks, far beyond float32 (DotBound scales them first)."""
     from ncet.evaluate import EVALUATORS
-    from ncet.exactness.bounds import BOUND_RULES, SAFETY, rounding
-    from ncet.exactness.fused_bounds import (
+    from ncet.exactness.bounds import SAFETY, end_to_end_radius, node_local_bound, rounding
+    from ncet.exactness.float32_dots import (
         DotBound,
-        LinearBound,
         carry_exponent,
         dot_sum32,
         round_up_to_float32,
     )
+    from ncet.exactness.fused_bounds import LINEAR_FORMS, LinearBound
+    from ncet.exactness.rules import BOUND_RULES
 
     model = EveryFusedRule().eval().to(dtype)
     ir = ncet.convert(model, (2, 4, 4), dtype=dtype)
@@ -401,13 +402,12 @@ def test_fused_bounds_equal_the_rules(dtype, radius):
         xs = [x.to(dtype).to(torch.float64) for x in xs]  # PyTorch's values: in its dtype
         radii = [torch.rand(x.shape, generator=g, dtype=torch.float64) * radius for x in xs]
         r = rounding(node, xs, abs_consts, ir.constants)
-        local = r.bound_pair(node, dtype, arithmetic)
-        exposed = rule.exposed(node, radii, abs_consts) if rule.exposed else 0.0
-        carried = rule.carry(node, radii, abs_consts)
-        total = r.bound_pair(node, dtype, arithmetic, carried, exposed) + carried
-        if rule.linear is not None:
-            fused = LinearBound.of(node, rule.linear(node, abs_consts, xs[0].dim()), r.k, dtype,
-                                   arithmetic)
+        # the reference path's formulas, without their SAFETY factor
+        local = node_local_bound(node, r, dtype, arithmetic) / SAFETY
+        total = end_to_end_radius(node, r, dtype, arithmetic, radii, abs_consts) / SAFETY
+        if node.op_type in LINEAR_FORMS:
+            fused = LinearBound.of(node, LINEAR_FORMS[node.op_type](node, abs_consts, xs[0].dim()),
+                                   r.k, dtype, arithmetic)
             got_local = fused.local([x.abs() for x in xs])
             got_total = fused.total(got_local, radii)
             slack = 1e-12

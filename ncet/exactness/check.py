@@ -148,7 +148,7 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     arithmetic = read_arithmetic_model(low_precision)  # read and probed once, for both passes
 
     def check(traced: Traced) -> ExactnessReport:
-        checker = Checker(model, traced, ir, arithmetic, local, end_to_end)
+        checker = Checker(model, traced, ir, arithmetic, local=local, end_to_end=end_to_end)
         total = inputs[0].shape[0]
         checker.sample(total, keep_samples, seed)
         starts = range(0, total, chunk_size)

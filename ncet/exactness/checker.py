@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from types import MappingProxyType
-from typing import NamedTuple
 
 import torch
 import torch.fx
@@ -16,22 +16,17 @@ from torch import nn
 from ..evaluate import EVALUATORS
 from ..frontend.trace import Traced, call_node, last_uses
 from ..ir import GraphIR, IRNode
-from .arithmetic import SMALLEST_NORMAL, UNIT_ROUNDOFF, ArithmeticModel
-from .bounds import BOUND_RULES, SAFETY, rounding
-from .fused_bounds import (
-    FLOAT32_DOT_OPS,
-    DotBound,
-    LinearBound,
-    carry_exponent,
-    dot_sum32,
-    round_up_to_float32,
-)
+from .arithmetic import UNIT_ROUNDOFF, ArithmeticModel
+from .bounds import NodeBound, NodeInputs
+from .fast_paths import bounds_for
 from .report import (
     OUTPUT_ERROR_SAMPLE_SIZE,
     ExactnessEntry,
     ExactnessReport,
     OutputEntry,
 )
+from .rules import BOUND_RULES
+from .scratch import AbsoluteConstants, Scratch
 from .stats import ElementSampler, NodeStats, choose_indices, median_ratios
 from .structure import check_inputs_and_outputs, structural_faults
 
@@ -42,67 +37,30 @@ EAGER_SEED = 0x6E636574  # "ncet"
 caller's RNG state, which stays as it was."""
 
 
-class _Bound(NamedTuple):
-    """A rounding node's local bound B_t + B_r (SAFETY included), the float64 gamma of its
-    rounding count, and the float32 route of Linear/Conv2d when taken."""
+@dataclass(frozen=True, slots=True)
+class _Visit:
+    """One operator node in one chunk: its inputs as bounded, its stats, PyTorch's value
+    (float64)."""
 
+    at: NodeInputs
+    stats: NodeStats
     value: torch.Tensor
-    g_ref: float
-    dot: DotBound | None = None
-    linear: LinearBound | None = None
 
-
-class _Scratch:
-    """Named buffers, grown to the largest node value and reused by every node and chunk for
-    temporaries (absolute values, local bounds, comparisons): no fresh chunk-sized
-    allocations for them, so they are cache-warm and the heap does not fragment."""
-
-    def __init__(self):
-        self.flat: dict[tuple[str, torch.dtype], torch.Tensor] = {}
-        self.views: dict[tuple[str, torch.dtype, tuple[int, ...]], torch.Tensor] = {}
-
-    def get(self, slot: str, shape, dtype: torch.dtype = _F64) -> torch.Tensor:
-        key = (slot, dtype, tuple(shape))
-        view = self.views.get(key)
-        if view is None:
-            n = math.prod(shape)
-            buffer = self.flat.get((slot, dtype))
-            if buffer is None or buffer.numel() < n:
-                buffer = self.flat[slot, dtype] = torch.empty(n, dtype=dtype)
-                self.views = {k: v for k, v in self.views.items() if k[:2] != (slot, dtype)}
-            view = self.views[key] = buffer[:n].view(shape)
-        return view
-
-    def __call__(self, shape) -> tuple[torch.Tensor, torch.Tensor]:
-        """The two buffers `CheckStats.update` works in."""
-        return self.get("work", shape), self.get("spare", shape)
-
-
-class _Absolute(dict):
-    """|c| of each float64 constant, computed when a bound rule first asks for it (the
-    float32 route of Linear/Conv2d never needs its weight's)."""
-
-    def __init__(self, consts: dict[str, torch.Tensor]):
-        super().__init__()
-        self.consts = consts
-
-    def __missing__(self, name: str) -> torch.Tensor:
-        value = self[name] = self.consts[name].abs()
-        return value
+    @property
+    def node(self) -> IRNode:
+        return self.at.node
 
 
 class Checker:
     """Walks the traced graph chunk by chunk, freeing every value after its last use."""
 
     def __init__(self, model: nn.Module, traced: Traced, ir: GraphIR,
-                 arithmetic: ArithmeticModel, local: bool, end_to_end: bool):
+                 arithmetic: ArithmeticModel, *, local: bool, end_to_end: bool):
         self.model, self.traced, self.root = model, traced, traced.root
         self.ir, self.arithmetic = ir, arithmetic
         self.local, self.end_to_end = local, end_to_end
         self.consts = {k: v.to(_F64) for k, v in ir.constants.items()}
-        self.abs_consts = _Absolute(self.consts)
-        self.abs_consts32 = {k: v.abs() for k, v in ir.constants.items()
-                             if v.dtype == torch.float32}
+        self.abs_consts = AbsoluteConstants(self.consts)
         self.nodes = list(traced.graph.nodes)
         self.steps = len(self.nodes)  # per chunk, in progress reports
         self.modules = {n: self.root.get_submodule(n.target) for n in self.nodes
@@ -124,9 +82,8 @@ class Checker:
         self.release = last_uses(traced.graph)
         self.samplers: dict[str, ElementSampler] = {}
         self.output_samplers: dict[str, ElementSampler] = {}
-        self.dot_bounds: dict[str, DotBound] = {}
-        self.linear_bounds: dict[str, LinearBound] = {}
-        self.scratch = _Scratch()
+        self.scratch = Scratch()
+        self.bounds = bounds_for(ir.constants, self.abs_consts, arithmetic, self.scratch)
 
     def sample(self, total: int, keep: int, seed: int) -> None:
         """Choose the elements kept for the report's value and output error samples."""
@@ -214,68 +171,25 @@ class Checker:
         if computed != node.dtype:  # bound the rounding PyTorch did, and flag the record
             stats.note(f"dtype: the IR records {node.dtype}, PyTorch computes {computed}")
             stats.local.violate()
-        dtype = torch_value.dtype
+        visit = _Visit(NodeInputs(node, raw, ins, torch_value.dtype, t.shape), stats, t)
         try:
-            bound = self._local_bound(node, raw, ins, dtype, t.shape)
+            bound = self.bounds.local(visit.at)
         except Exception as exc:  # a faulty IR node (constants of the wrong shape, say)
             stats.note(f"the IR node's bound fails on PyTorch's inputs: "
                        f"{type(exc).__name__}: {str(exc).strip().splitlines()[0][:160]}")
             stats.local.violate()
             ref[node.name] = radius[node.name] = None
             return
-        expected = self._local(node, stats, t, ins, bound, dtype) if self.local else None
+        expected = self._local(visit, bound) if self.local else None
         if self.end_to_end:
-            self._end_to_end(node, stats, t, ref, radius, ins, expected, bound, dtype)
+            self._end_to_end(visit, ref, radius, expected, bound)
 
-    def _float32_dot(self, node: IRNode, raw: list[torch.Tensor]) -> bool:
-        """Linear/Conv2d with float32 operands: magnitudes and radii are computed in float32
-        and rounded up (the dot products dominate the cost of the check). Not under a
-        reduced-precision mode, which would lower NCET's own float32 products too: the
-        float64 route's products cannot be lowered by any flag."""
-        return node.op_type in FLOAT32_DOT_OPS and all(x.dtype == torch.float32 for x in raw) \
-            and not self.arithmetic.operand_u \
-            and node.attrs["weight"] in self.abs_consts32 \
-            and (node.attrs["bias"] is None or node.attrs["bias"] in self.abs_consts32)
-
-    def _dot_bound(self, node: IRNode, dtype: torch.dtype) -> DotBound:
-        if node.name not in self.dot_bounds:
-            self.dot_bounds[node.name] = DotBound.of(node, self.ir.constants, dtype,
-                                                     self.arithmetic)
-        return self.dot_bounds[node.name]
-
-    def _local_bound(self, node: IRNode, raw, ins, dtype, shape) -> _Bound | None:
-        """B_t + B_r at PyTorch's inputs (SAFETY included), None for an exact op; the fused
-        routes write it into a scratch buffer (copied if it becomes a radius)."""
-        rule = BOUND_RULES[node.op_type]
-        if rule.magnitude is None:
-            return None
-        if self._float32_dot(node, raw):
-            v = dot_sum32(node, [torch.abs(x, out=self.scratch.get(f"abs{i}", x.shape, x.dtype))
-                                 for i, x in enumerate(raw)], self.abs_consts32, False)
-            if v is not None:
-                dot = self._dot_bound(node, dtype)
-                return _Bound(dot.local(v, self._bound_buffer(v.shape, shape)), 0.0, dot)
-        if rule.linear is not None:
-            linear = self.linear_bounds.get(node.name)
-            if linear is None:
-                k = rule.roundings(node, [tuple(x.shape[1:]) for x in ins], self.ir.constants)
-                form = rule.linear(node, self.abs_consts, ins[0].dim())
-                linear = self.linear_bounds[node.name] = LinearBound.of(
-                    node, form, k, dtype, self.arithmetic)
-            absolute = [torch.abs(x, out=self.scratch.get(f"abs{i}", x.shape))
-                        for i, x in enumerate(ins)]
-            return _Bound(linear.local(absolute, self.scratch.get("bound", shape)), 0.0, None,
-                          linear)
-        r = rounding(node, ins, self.abs_consts, self.ir.constants)
-        return _Bound(r.bound_pair(node, dtype, self.arithmetic).mul_(SAFETY),
-                      self.arithmetic.gamma(_F64, node.op_type, r.k))
-
-    def _bound_buffer(self, shape, node_shape) -> torch.Tensor | None:
-        return self.scratch.get("bound", shape) if shape == node_shape else None
-
-    def _local(self, node: IRNode, stats, t, ins, bound: _Bound | None, dtype):
+    def _local(self, visit: _Visit, bound: NodeBound | None) -> torch.Tensor | None:
+        """Hold PyTorch's value to the node-local bound; returns the float64 value of the IR
+        node on PyTorch's inputs (None when it fails or has another shape)."""
+        node, stats, t = visit.node, visit.stats, visit.value
         try:
-            expected = EVALUATORS[node.op_type](node, ins, self.consts)
+            expected = EVALUATORS[node.op_type](node, visit.at.values, self.consts)
         except Exception as exc:  # a faulty IR may not even evaluate on these shapes
             stats.note(f"node-local: the IR node fails on PyTorch's inputs: {exc}")
             stats.local.violate()
@@ -285,12 +199,15 @@ class Checker:
                        f"{list(t.shape[1:])} from PyTorch")
             stats.local.violate()
             return None
-        stats.local.update(t, expected, 0.0 if bound is None else bound.value, dtype,
+        stats.local.update(t, expected, 0.0 if bound is None else bound.value, visit.at.dtype,
                            relative=True, scratch=self.scratch(t.shape))
         return expected
 
-    def _end_to_end(self, node: IRNode, stats, t, ref, radius, ins, expected,
-                    bound: _Bound | None, dtype) -> None:
+    def _end_to_end(self, visit: _Visit, ref, radius, expected: torch.Tensor | None,
+                    bound: NodeBound | None) -> None:
+        """Hold PyTorch's value to the reference and its radius, and record both for the
+        node's users. `bound` is the node-local bound (any route's: `.value`, `.radius`)."""
+        node, stats, t, ins = visit.node, visit.stats, visit.value, visit.at.values
         ins_ref = [ref.get(name) for name in node.inputs]
         ins_radius = [radius.get(name) for name in node.inputs]
         if any(v is None for v in ins_ref) or any(v is None for v in ins_radius):
@@ -308,8 +225,9 @@ class Checker:
                 # exact inputs carry no error: PyTorch and the reference round the same values
                 total = torch.zeros((), dtype=_F64) if bound is None else bound.value.clone()
             else:
-                total = self._carried(node, [e.expand_as(x) for e, x in
-                                             zip(ins_radius, ins_ref)], bound)
+                radii = [e.expand_as(x) for e, x in zip(ins_radius, ins_ref)]
+                total = BOUND_RULES[node.op_type].carry(node, radii, self.abs_consts) \
+                    if bound is None else bound.radius(radii)  # exact ops: exactly
         except Exception as exc:
             stats.note(f"end to end: the IR node fails on the reference inputs: {exc}")
             stats.end_to_end.violate()
@@ -319,34 +237,8 @@ class Checker:
             stats.end_to_end.violate()
             ref[node.name] = radius[node.name] = None
             return
-        stats.end_to_end.update(t, value, total, dtype, scratch=self.scratch(t.shape))
+        stats.end_to_end.update(t, value, total, visit.at.dtype, scratch=self.scratch(t.shape))
         ref[node.name], radius[node.name] = value, total
-
-    def _carried(self, node: IRNode, radii, bound: _Bound | None) -> torch.Tensor:
-        """E_v = C(E_in) + SAFETY [B_t(S_t, X_t) + B_r(S_t + C(E_in), X_t + X(E_in))]:
-        PyTorch rounded on its own inputs, the reference on inputs within the carried radius
-        of them, so on magnitudes at most S_t + C(E_in) (the rules are linear)."""
-        rule = BOUND_RULES[node.op_type]
-        if bound is None:  # exact ops move, select or take maxima of the radii: exactly
-            return rule.carry(node, radii, self.abs_consts)
-        if bound.linear is not None:
-            return bound.linear.total(bound.value, radii)
-        if bound.dot is not None:
-            s = carry_exponent(radii)
-            up = [round_up_to_float32(e, self.scratch.get(f"up{i}", e.shape, torch.float32), s)
-                  for i, e in enumerate(radii)]
-            c = dot_sum32(node, up, self.abs_consts32, True) if self._float32_dot(node, up) \
-                else None
-            if c is not None:
-                return bound.dot.total(bound.value, c, s)
-        carried = rule.carry(node, radii, self.abs_consts)
-        total = torch.add(bound.value, carried, alpha=SAFETY * (1 + bound.g_ref))
-        exposed = rule.exposed(node, radii, self.abs_consts) if rule.exposed else 0.0
-        if isinstance(exposed, torch.Tensor):
-            total = total.add_(exposed, alpha=2 * SMALLEST_NORMAL[_F64] * SAFETY) \
-                if exposed.shape == total.shape else total + 2 * SMALLEST_NORMAL[_F64] \
-                * SAFETY * exposed
-        return total
 
     def _check_outputs(self, chunk, fx_env, ref, radius, start: int) -> None:
         grad = torch.is_grad_enabled()

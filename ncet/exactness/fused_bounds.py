@@ -1,121 +1,96 @@
-"""Fused forms of the bound rules for `check_exactness`: a node's local bound and carried
-radius in a few passes over reused buffers, with the rounding of that arithmetic covered.
+"""A fast path: the bound formulas of `bounds.py` fused into a few passes over reused
+buffers (docs/exactness.md §2.5), for the checker when `fast_paths.FAST_PATHS` is on.
 
-`DotBound` takes Linear/Conv2d's sums |W|.|x| + |b| and |W|.e computed in float32 and
-rounded up (radii beyond float32 scaled by a power of two first); `LinearBound` writes an
-elementwise rule as affine functions of |x_i| and e_i.
-`tests/test_exactness.py::test_fused_bounds_equal_the_rules` holds both to the rules of
-`bounds.py`.
+`LinearBound` writes an elementwise rule (BatchNorm, LeakyReLU, Add, Sub,
+ElementwiseAffine) as affine functions of |x_i| and e_i (`LINEAR_FORMS`, one per op_type,
+stating the rule of `rules.py` as coefficients) and folds Gamma, eta and SAFETY into them;
+`PairBound` evaluates the formulas of any other rule in place. The float32 route of
+Linear/Conv2d is in `float32_dots.py`. `tests/test_exactness.py` holds every form to the rules
+and `tests/test_exactness_fast_paths.py` the checker's reports to the reference path's.
 """
 
 from __future__ import annotations
 
-import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
 from ..ir import IRNode
-from .arithmetic import SMALLEST_NORMAL, UNIT_ROUNDOFF, ArithmeticModel, gamma
-from .bounds import BOUND_RULES, SAFETY, Consts, LinearForm, Tensors, dot_roundings
+from .arithmetic import SMALLEST_NORMAL, ArithmeticModel
+from .bounds import SAFETY, Rounding
+from .rules import (
+    Consts,
+    Tensors,
+    affine_constant,
+    affine_weights,
+    batch_norm_scale,
+    channel,
+)
 
-FLOAT32_DOT_OPS = ("Linear", "Conv2d")
-"""Ops whose magnitudes and carried radii may be computed in float32 and rounded up."""
-
-_F32, _F64 = torch.float32, torch.float64
-
-
-_F32_INF = torch.tensor(math.inf, dtype=_F32)
-
-
-_CARRY_HEADROOM = 64
-"""Radii are scaled below 2^64 before their float32 product |W|.e (float32 holds up to
-2^128): the end-to-end radii of deep networks grow far beyond float32."""
-
-
-def carry_exponent(radii: Tensors) -> int:
-    """The power of two s the radii are divided by before their float32 product |W|.e: 0
-    while the largest is at most 2^64 (or is not finite), else the exponent that brings it
-    into [2^63, 2^64). Multiply the float32 sum back by 2^s (`DotBound.total` does).
-
-    Args:
-        radii: Non-negative float64 radii.
-    """
-    largest = max((float(e.max()) for e in radii if e.numel()), default=0.0)
-    if not (largest > 2.0 ** _CARRY_HEADROOM and math.isfinite(largest)):
-        return 0
-    return math.frexp(largest)[1] - _CARRY_HEADROOM
-
-
-def round_up_to_float32(values: torch.Tensor, out: torch.Tensor | None = None,
-                        exponent: int = 0) -> torch.Tensor:
-    """Float32 values >= the non-negative float64 `values` / 2^exponent (inf where they
-    overflow, which `dot_sum32` then reports): the float32 neighbour above the nearest
-    float32, since rounding to nearest is off by at most half a spacing. The division by a
-    power of two is done in float64 (the float32 store rounds its result once), exact down
-    to float64's subnormals; below them the result is under the smallest float32
-    subnormal, which the neighbour above covers.
-
-    Args:
-        values: Non-negative float64 values.
-        out: A float32 tensor of their shape to write into (else allocated).
-        exponent: s from `carry_exponent`.
-    """
-    if out is None:
-        out = torch.empty(values.shape, dtype=_F32)
-    near = torch.mul(values, math.ldexp(1.0, -exponent), out=out) if exponent \
-        else out.copy_(values)
-    return torch.nextafter(near, _F32_INF, out=near)
-
-
-def dot_sum32(node: IRNode, abs_inputs32: Tensors, abs_consts32: Consts,
-              carry: bool) -> torch.Tensor | None:
-    """The float32 sum |W|.|x| + |b| (or, with `carry`, |W|.e) of a Linear/Conv2d node on
-    non-negative float32 operands, or None when it overflows (not finite); `DotBound` turns
-    it into rounded-up float64 bounds."""
-    rule = BOUND_RULES[node.op_type]
-    value = (rule.carry if carry else rule.magnitude)(node, abs_inputs32, abs_consts32)
-    return value if value.numel() == 0 or math.isfinite(float(value.max())) else None
+_F64 = torch.float64
 
 
 @dataclass(frozen=True, slots=True)
-class DotBound:
-    """A Linear/Conv2d node's bounds from float32 sums v = fl32(S) and c = fl32(C): with n
-    terms, |fl32(S) - S| <= gamma_n S + n eta, so S <= F (v + n eta), F = 1 / (1 - gamma_n).
-    Then, with SAFETY folded into the coefficients (applied in float64: the float32 sums are
-    converted first, exactly),
+class LinearForm:
+    """An elementwise rule written as affine functions of the inputs' |x_i| and radii e_i:
+    S = sum a_i |x_i| + a0,  X = sum b_i |x_i| + b0,  C(e) = sum c_i e_i,  X(e) = sum b_i e_i
+    + b0; the coefficients broadcast against the batched values (per channel, per element or
+    scalars)."""
 
-      local = SAFETY [(g_t + g_r) S + k (eta_t + eta_r)]  = scale v + offset
-      total = local + SAFETY (1 + g_r) C                   = local + carry_scale c + carry_offset
-    """
+    a: tuple
+    a0: torch.Tensor | float
+    b: tuple
+    b0: torch.Tensor | float
+    c: tuple
 
-    scale: float
-    offset: float
-    carry_scale: float
-    carry_offset: float
 
-    @classmethod
-    def of(cls, node: IRNode, consts: Consts, dtype: torch.dtype,
-           arithmetic: ArithmeticModel) -> DotBound:
-        k = dot_roundings(node, [], consts)
-        n = k - 1  # the products and the bias
-        factor = 1 / (1 - gamma(n, UNIT_ROUNDOFF[_F32]))
-        n_eta = n * SMALLEST_NORMAL[_F32]
-        g_t, g_r = arithmetic.gamma(dtype, node.op_type, k), arithmetic.gamma(_F64, node.op_type, k)
-        eta = SMALLEST_NORMAL[dtype] + SMALLEST_NORMAL[_F64]
-        scale, carry_scale = SAFETY * (g_t + g_r) * factor, SAFETY * (1 + g_r) * factor
-        return cls(scale, scale * n_eta + SAFETY * k * eta, carry_scale, carry_scale * n_eta)
+def batch_norm_form(node: IRNode, consts: Consts, rank: int) -> LinearForm:
+    """a = s, a0 = s |mu| + |beta|, b = 1, b0 = |mu| + |w|, c = s (s = |w| / sqrt(v + eps))."""
+    a = node.attrs
+    s, mu = channel(batch_norm_scale(node, consts), rank), channel(consts[a["mean"]], rank)
+    beta = 0.0 if a["bias"] is None else channel(consts[a["bias"]], rank)
+    w = 0.0 if a["weight"] is None else channel(consts[a["weight"]], rank)
+    return LinearForm((s,), s * mu + beta, (1.0,), mu + w, (s,))
 
-    def local(self, v: torch.Tensor, out: torch.Tensor | None = None) -> torch.Tensor:
-        """The node-local bound from the float32 magnitude sum v (into `out`, float64)."""
-        out = v.to(_F64) if out is None else out.copy_(v)
-        return out.mul_(self.scale).add_(self.offset)
 
-    def total(self, local: torch.Tensor, c: torch.Tensor, exponent: int = 0) -> torch.Tensor:
-        """The end-to-end radius from the local bound and the float32 carried sum c of
-        radii divided by 2^exponent (`carry_exponent`): C <= 2^s F (c + n eta)."""
-        return torch.add(local, c, alpha=math.ldexp(self.carry_scale, exponent)).add_(
-            math.ldexp(self.carry_offset, exponent))
+def leaky_relu_form(node: IRNode, consts: Consts, rank: int) -> LinearForm:
+    """a = s, b = 1, c = 1."""
+    return LinearForm((node.attrs["negative_slope"],), 0.0, (1.0,), 0.0, (1.0,))
+
+
+def sum_form(node: IRNode, consts: Consts, rank: int) -> LinearForm:
+    """a = (1, |alpha|), b = (0, 0 if alpha = 1 else 1), c = a."""
+    alpha = abs(node.attrs["alpha"])
+    return LinearForm((1.0, alpha), 0.0, (0.0, 0.0 if node.attrs["alpha"] == 1 else 1.0), 0.0,
+                      (1.0, alpha))
+
+
+def affine_form(node: IRNode, consts: Consts, rank: int) -> LinearForm:
+    """mul: a = c = |c|, b = 1; div: a = c = 1 / |c|; add/sub: a = c = w_x, a0 = w_c |c|,
+    and for alpha != 1, b = 1 (x is r) or b0 = |c| + |alpha| (c is r)."""
+    a, k = node.attrs, affine_constant(node, consts)
+    if a["kind"] == "mul":
+        return LinearForm((k,), 0.0, (1.0,), 0.0, (k,))
+    if a["kind"] == "div":
+        return LinearForm((1 / k,), 0.0, (0.0,), 0.0, (1 / k,))
+    x_weight, k_weight = affine_weights(node)
+    if a["alpha"] == 1:
+        b, b0 = 0.0, 0.0
+    else:
+        b, b0 = (1.0, 0.0) if a["tensor_position"] == 1 else (0.0, k + abs(a["alpha"]))
+    return LinearForm((x_weight,), k * k_weight, (b,), b0, (x_weight,))
+
+
+LINEAR_FORMS: dict[str, Callable[[IRNode, Consts, int], LinearForm]] = {
+    "BatchNorm": batch_norm_form,
+    "LeakyReLU": leaky_relu_form,
+    "Add": sum_form,
+    "Sub": sum_form,
+    "ElementwiseAffine": affine_form,
+}
+"""The elementwise rules as LinearForms, by op_type (called with the node, the absolute
+float64 constants and the batched rank)."""
 
 
 def _broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...] | None:
@@ -184,3 +159,42 @@ class LinearBound:
         for e, q in zip(radii[1:], self.q[1:]):
             out = torch.addcmul(out, e, q)
         return out if self.q0 is None else out.add_(self.q0)
+
+
+@dataclass(frozen=True, slots=True)
+class PairBound:
+    """Any other rounding rule's bounds in place: the node-local bound and, at the end-to-end
+    check, the radius, the same formulas as `bounds.node_local_bound` and
+    `bounds.end_to_end_radius` regrouped, B_r(S + C, X + X(E)) = B_r(S, X) + g_r C +
+    2 eta_r X(E)."""
+
+    g_ref: float  # Gamma_r(k)
+
+    @classmethod
+    def of(cls, node: IRNode, arithmetic: ArithmeticModel, k: float) -> PairBound:
+        return cls(arithmetic.gamma(_F64, node.op_type, k))
+
+    @staticmethod
+    def local(node: IRNode, r: Rounding, dtype: torch.dtype,
+              arithmetic: ArithmeticModel) -> torch.Tensor:
+        """SAFETY [B_t(S_t, X_t) + B_r(S_t, X_t)]."""
+        assert r.magnitude is not None
+        g_torch = arithmetic.gamma(dtype, node.op_type, r.k)
+        g_ref = arithmetic.gamma(_F64, node.op_type, r.k)
+        eta_torch, eta_ref = SMALLEST_NORMAL[dtype], SMALLEST_NORMAL[_F64]
+        out = r.magnitude * (g_torch + g_ref)
+        out.add_(r.k * (eta_torch + eta_ref))
+        exposed = 2 * (eta_torch + eta_ref) * r.exposed
+        out = out + exposed if isinstance(exposed, torch.Tensor) \
+            and exposed.shape != out.shape else out.add_(exposed)
+        return out.mul_(SAFETY)
+
+    def total(self, local: torch.Tensor, carried: torch.Tensor,
+              exposed: torch.Tensor | float) -> torch.Tensor:
+        """local + SAFETY [(1 + g_r) C(E) + 2 eta_r X(E)]."""
+        total = torch.add(local, carried, alpha=SAFETY * (1 + self.g_ref))
+        if isinstance(exposed, torch.Tensor):
+            total = total.add_(exposed, alpha=2 * SMALLEST_NORMAL[_F64] * SAFETY) \
+                if exposed.shape == total.shape else total + 2 * SMALLEST_NORMAL[_F64] \
+                * SAFETY * exposed
+        return total
