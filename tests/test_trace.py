@@ -363,11 +363,11 @@ def test_a_recorded_trace_keeps_neither_model_nor_graph_alive():
 def test_shapes_from_fake_tensors_give_the_same_conversion(name, monkeypatch, tmp_path):
     """A node that is slow at the first batch size gets its second-batch shape from fake
     tensors; forced for every node, diagnose and convert give what two real runs give."""
-    import ncet.frontend.shape_propagation
+    import ncet.frontend.fake_shapes
 
     model, shapes = load_example(name)
     real = ncet.diagnose(model, *shapes)
-    monkeypatch.setattr(ncet.frontend.shape_propagation, "SHAPE_ONLY_AFTER_SECONDS", -1.0)
+    monkeypatch.setattr(ncet.frontend.fake_shapes, "SHAPE_ONLY_AFTER_SECONDS", -1.0)
     fake = ncet.diagnose(model, *shapes)
     assert fake.rows == real.rows
     if real.ok:
@@ -377,19 +377,19 @@ def test_shapes_from_fake_tensors_give_the_same_conversion(name, monkeypatch, tm
 
 
 def test_shape_only_runs_only_the_slow_nodes(monkeypatch):
-    import ncet.frontend.shape_propagation as propagation
+    import ncet.frontend.fake_shapes as fake_shapes
 
     calls = []
-    real = propagation.ShapePropagation._shape_only
+    real = fake_shapes.FakeShapes.output
 
     def counting(self, node, env, module):
         calls.append(node.name)
         return real(self, node, env, module)
 
-    monkeypatch.setattr(propagation.ShapePropagation, "_shape_only", counting)
+    monkeypatch.setattr(fake_shapes.FakeShapes, "output", counting)
     model, shapes = load_example("mlp")
     ncet.convert(model, *shapes)
     assert calls == []  # small layers: a second real run is cheaper than fake tensors
-    monkeypatch.setattr(propagation, "SHAPE_ONLY_AFTER_SECONDS", -1.0)
+    monkeypatch.setattr(fake_shapes, "SHAPE_ONLY_AFTER_SECONDS", -1.0)
     ir = ncet.convert(model, *shapes)
     assert len(calls) == len(ir.nodes) - len(ir.inputs) - 1  # every operator node

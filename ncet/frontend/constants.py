@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 import torch
 import torch.fx
@@ -16,30 +18,30 @@ class ConstantLifter:
     Canonicalization never does arithmetic on constants: each lifted tensor is a clone,
     bit-identical to the model's, so later changes to the model do not reach the IR.
     The same tensor object reached by two paths (weight tying) is lifted once, under the
-    first name it was reached by.
+    first name it was reached by. Which constant a get_attr node reads is its record's
+    `constant` (`NodeRecord`, ncet/frontend/shape_propagation.py), found in `records`.
     """
 
-    def __init__(self):
+    def __init__(self, records: Mapping[torch.fx.Node, Any]):
+        self._records = records
         self._by_id: dict[int, str] = {}
         self._originals: list[torch.Tensor] = []  # keeps ids alive while lifting
         self._tensors: dict[str, torch.Tensor] = {}
-        self._attr_nodes: dict[torch.fx.Node, tuple[torch.Tensor, str]] = {}
 
-    def copy_attr(self, node: torch.fx.Node, tensor: torch.Tensor, name: str) -> torch.Tensor:
-        """Record a get_attr node's tensor and return the copy shape propagation may use."""
-        name = self._known_name(tensor, name)
-        self._attr_nodes[node] = (tensor, name)
-        return self._tensors[name]
+    def copy(self, tensor: torch.Tensor, name: str) -> str:
+        """The constant name of a get_attr node's tensor (not yet checked); `tensor(name)`
+        is the copy shape propagation may use."""
+        return self._known_name(tensor, name)
 
     def lift_attr(self, node: torch.fx.Node) -> str:
         """Constant name for the tensor of a get_attr node, checking it is finite."""
-        _, name = self._attr_nodes[node]
+        name = self._records[node].constant
         _check_finite(self._tensors[name], name)
         return name
 
     def value(self, node: torch.fx.Node) -> torch.Tensor:
         """The lifted copy behind a get_attr node."""
-        return self._tensors[self._attr_nodes[node][1]]
+        return self._tensors[self._records[node].constant]
 
     def lift(self, tensor: torch.Tensor, name: str) -> str:
         """Constant name for a module's tensor (a parameter or buffer), checking it is finite."""

@@ -7,7 +7,6 @@ import os
 import sys
 import sysconfig
 import types
-import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -16,7 +15,9 @@ import torch.fx
 from torch import nn
 
 from ..errors import TraceError
+from .trace_cache import record_trace, recorded_trace  # noqa: F401 (ncet.exactness.check)
 from .trace_patches import ForeignTrace, confined_patches
+from .walker import call_node, last_uses  # noqa: F401 (ncet.exactness.checker)
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NCET_DIR = os.path.dirname(__file__) + os.sep
@@ -326,60 +327,6 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
                  "e.g. convert(model, (3, 32, 32))",
         )
     return Traced(graph, tracer.root, wrapped, tracer.stowed)
-
-
-_RECORDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""GraphIR -> (weak reference to the model, its FX graph, the stowed tensors) for each
-GraphIR `convert` built in this process, so that `check_exactness(model, ir)` runs the graph
-convert traced instead of tracing the model again (tracing is about a third of a
-conversion). Neither keeps the other alive: the graph holds no reference to the model."""
-
-
-def record_trace(ir: object, model: nn.Module, traced: Traced) -> None:
-    """Remember that `ir` was converted from `model` through `traced` (a leaf module given
-    as the model is not recorded: its wrapper would keep the model alive)."""
-    if not traced.wrapped_leaf:
-        _RECORDED[ir] = (weakref.ref(model), traced.graph, traced.stowed)
-
-
-def recorded_trace(ir: object, model: nn.Module) -> Traced | None:
-    """The trace `ir` was converted through, when it came from this very `model` in this
-    process (else None).
-
-    Its modules and attributes are looked up on the live model, so changed weights show;
-    a forward() whose Python behaves differently since `convert` shows at the outputs,
-    where the eager model is compared too."""
-    recorded = _RECORDED.get(ir)
-    if recorded is not None and recorded[0]() is model:
-        return Traced(recorded[1], model, False, recorded[2])
-    return None
-
-
-def call_node(node: torch.fx.Node, env: dict, module: nn.Module | None = None, *,
-              hooks: bool = True):
-    """Run one call_* FX node on the values in `env` (keyed by FX node); `module` is the
-    submodule to call for call_module (the caller may pass a copy), with its hooks or, when
-    not `hooks`, its forward() alone."""
-    args = torch.fx.node.map_arg(node.args, env.__getitem__)
-    kwargs = torch.fx.node.map_arg(node.kwargs, env.__getitem__)
-    if node.op == "call_module":
-        return module(*args, **kwargs) if hooks else module.forward(*args, **kwargs)
-    if node.op == "call_method":
-        return getattr(args[0], node.target)(*args[1:], **kwargs)
-    return node.target(*args, **kwargs)
-
-
-def last_uses(graph: torch.fx.Graph) -> dict[torch.fx.Node, list[torch.fx.Node]]:
-    """Node -> the nodes whose values are used for the last time by it (so a walk can free
-    each value after its last use, and memory follows the graph's width, not its depth)."""
-    last: dict[torch.fx.Node, torch.fx.Node] = {}
-    for node in graph.nodes:
-        for used in node.all_input_nodes:
-            last[used] = node
-    release: dict[torch.fx.Node, list[torch.fx.Node]] = {}
-    for used, node in last.items():
-        release.setdefault(node, []).append(used)
-    return release
 
 
 def make_example_inputs(shapes, dtype: torch.dtype, batch: int, seed: int) -> list[torch.Tensor]:
