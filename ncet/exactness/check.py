@@ -13,7 +13,8 @@ from torch import nn
 
 from ..frontend.conversion import convert
 from ..frontend.isolation import untouched
-from ..frontend.trace import Traced, recorded_trace, trace_model
+from ..frontend.trace import Traced, trace_model
+from ..frontend.trace_cache import recorded_trace
 from ..ir import GraphIR
 from .arithmetic import MATMUL_OPS, read_arithmetic_model
 from .checker import Checker

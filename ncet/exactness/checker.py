@@ -14,7 +14,8 @@ import torch.fx
 from torch import nn
 
 from ..evaluate import EVALUATORS
-from ..frontend.trace import Traced, call_node, last_uses
+from ..frontend.trace import Traced
+from ..frontend.walker import Walker, call_node
 from ..ir import GraphIR, IRNode
 from .arithmetic import UNIT_ROUNDOFF, ArithmeticModel
 from .bounds import NodeBound, NodeInputs
@@ -61,7 +62,8 @@ class Checker:
         self.local, self.end_to_end = local, end_to_end
         self.consts = {k: v.to(_F64) for k, v in ir.constants.items()}
         self.abs_consts = AbsoluteConstants(self.consts)
-        self.nodes = list(traced.graph.nodes)
+        self.walker = Walker(traced.graph)  # node order and last uses, once per check
+        self.nodes = self.walker.nodes
         self.steps = len(self.nodes)  # per chunk, in progress reports
         self.modules = {n: self.root.get_submodule(n.target) for n in self.nodes
                         if n.op == "call_module"}
@@ -79,7 +81,6 @@ class Checker:
             self.stats[name].local.violate()  # a node the numbers cannot vouch for
         self.outputs = [NodeStats() for _ in ir.outputs]
         self.traced_differs = False
-        self.release = last_uses(traced.graph)
         self.samplers: dict[str, ElementSampler] = {}
         self.output_samplers: dict[str, ElementSampler] = {}
         self.scratch = Scratch()
@@ -111,7 +112,7 @@ class Checker:
         radius: dict[str, torch.Tensor | None] = {}
         placeholder, count = 0, chunk[0].shape[0]
         with torch.no_grad():
-            for step, node in enumerate(self.nodes, 1):
+            for step, node in enumerate(self.walker.walk(fx_env), 1):
                 if node.op == "placeholder":
                     # a fresh copy, allocated as the eager run's own copy is (a kernel's path
                     # can depend on the alignment of its input), which no node writes back
@@ -132,11 +133,10 @@ class Checker:
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, fx_env[node],
                                                       ref.get(node.name))
-                for used in self.release.get(node, ()):  # values after their last use
+                for used in self.walker.released(node):  # walk() drops fx_env's own
                     ref.pop(used.name, None)
                     radius.pop(used.name, None)
                     self.as_f64.pop(used.name, None)
-                    fx_env.pop(used, None)
                 if tick is not None:
                     tick(step)
 

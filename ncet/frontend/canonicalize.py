@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import gc
 import warnings
-from typing import Any
 
 import torch
 import torch.fx
@@ -19,7 +18,6 @@ from .hooks import weight_hook_rejection
 from .report import ConversionReport, Row
 from .resolution import resolve
 from .shape_propagation import NodeRecord, ShapePropagation
-from .spellings import KEYWORD_ALIASES
 from .trace import Traced, is_library_function, trace_model
 from .trace_cache import record_trace
 from .walker import Walker
@@ -177,7 +175,7 @@ class _Walk:
                                 "the operation computes on fixed tensors only; canonicalization "
                                 "never does arithmetic on model constants",
                                 hint="precompute the value and register it as a buffer")
-            args = bind(spelling, node.args, self._kwargs(node))
+            args = bind(spelling, node.args, dict(node.kwargs))
             mapped = spelling.handler(NodeContext(node, spelling, args, self.records,
                                                   self.lifter, resolved.module,
                                                   resolved.module_path))
@@ -203,12 +201,6 @@ class _Walk:
         self.ir_nodes.append(self._ir_node(node, mapped, display, resolved.module_path,
                                            resolved.module_type))
         return self._row(node, "mapped", op_type=mapped.op_type, shape=value.shape, **context)
-
-    def _kwargs(self, node: torch.fx.Node) -> dict[str, Any]:
-        aliases = KEYWORD_ALIASES.get(node.target) if node.op == "call_function" else None
-        if not aliases:
-            return dict(node.kwargs)
-        return {aliases.get(k, k): v for k, v in node.kwargs.items()}
 
     def _has_graph_input(self, node: torch.fx.Node) -> bool:
         return any(self.records[n].kind != "const" for n in node.all_input_nodes)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.fx
@@ -14,6 +14,9 @@ from torch import nn
 from ..errors import Rejection
 from ..ir import OP_SCHEMAS
 from .constants import ConstantLifter
+
+if TYPE_CHECKING:  # annotations only: shape propagation imports nothing from here
+    from .shape_propagation import NodeRecord
 
 REQUIRED = object()
 """Marks a parameter without a default in a spelling's parameter list."""
@@ -51,17 +54,6 @@ class Spelling:
 
     def __post_init__(self):
         assert all(op in OP_SCHEMAS for op in self.op_types), self.op_types
-
-
-@dataclass(slots=True)
-class Value:
-    """What shape propagation learnt about one FX node's value."""
-
-    kind: str  # "graph" (depends on the inputs) or "const" (fixed)
-    is_tensor: bool = False
-    shape: tuple[int, ...] | None = None  # per-sample for graph tensors, full for constants
-    dtype: torch.dtype | None = None
-    failed: bool = False  # it (or a node it depends on) could not be run: shape unknown
 
 
 NUMPY_KEYWORDS: dict[str, str] = {"axis": "dim", "keepdims": "keepdim", "dim": "axis"}
@@ -118,8 +110,8 @@ class NodeContext:
     """The view of one FX node given to its spelling's handler."""
 
     def __init__(self, node: torch.fx.Node, spelling: Spelling, args: dict[str, Any],
-                 values: dict[torch.fx.Node, Value], lifter: ConstantLifter,
-                 module: nn.Module | None = None, module_path: str = "", clock=None):
+                 values: Mapping[torch.fx.Node, NodeRecord], lifter: ConstantLifter,
+                 module: nn.Module | None = None, module_path: str = ""):
         self.node = node
         self.spelling = spelling
         self.args = args
@@ -127,7 +119,6 @@ class NodeContext:
         self.module_path = module_path
         self._values = values
         self._lifter = lifter
-        self._clock = clock  # a canonicalize.StageClock: lifting is timed as its own stage
 
     # --- operands -------------------------------------------------------------------
     def is_graph_tensor(self, value: Any) -> bool:
@@ -218,32 +209,22 @@ class NodeContext:
     # --- constants ------------------------------------------------------------------
     def lift_attr(self, node: torch.fx.Node) -> str:
         """Lift the fixed tensor of a get_attr node; returns its constant name."""
-        self._lap("canonicalization")
-        name = self._lifter.lift_attr(node)
-        self._lap("lifting")
-        return name
+        return self._lifter.lift_attr(node)
 
     def lift_module_tensor(self, attr: str) -> str | None:
         """Lift `self.module.<attr>` (None stays None); returns its constant name."""
         tensor = getattr(self.module, attr)
         if tensor is None:
             return None
-        self._lap("canonicalization")
         path = f"{self.module_path}.{attr}" if self.module_path else attr
-        name = self._lifter.lift(tensor, path)
-        self._lap("lifting")
-        return name
-
-    def _lap(self, stage: str) -> None:
-        if self._clock is not None:
-            self._clock.lap(stage)
+        return self._lifter.lift(tensor, path)
 
     def fixed_tensor(self, node: torch.fx.Node) -> torch.Tensor:
         """The lifted copy of a get_attr node's tensor (for checks, never for arithmetic)."""
         return self._lifter.value(node)
 
 
-def _is_constant(value: Any, values: dict[torch.fx.Node, Value]) -> bool:
+def _is_constant(value: Any, values: Mapping[torch.fx.Node, NodeRecord]) -> bool:
     return isinstance(value, torch.fx.Node) and values[value].kind == "const"
 
 

@@ -140,11 +140,6 @@ METHOD_SPELLINGS: dict[str, Spelling] = {
 }
 """call_method spellings, keyed by the method name FX records as node.target."""
 
-KEYWORD_ALIASES: dict[object, dict[str, str]] = {}
-"""Empty, and to be removed with canonicalize.py's `_kwargs`: keyword aliasing is
-context.NUMPY_KEYWORDS alone, applied by `bind` (torch.true_divide's dividend=/divisor=,
-once listed here, fail torch.fx.symbolic_trace in torch 2.13, so never reach a handler)."""
-
 INPLACE_FUNCTIONS: dict[object, str] = {
     torch.relu_: "torch.relu", F.relu_: "F.relu", F.leaky_relu_: "F.leaky_relu",
     operator.iadd: "x + y", operator.isub: "x - y", operator.imul: "x * c",

@@ -15,9 +15,7 @@ import torch.fx
 from torch import nn
 
 from ..errors import TraceError
-from .trace_cache import record_trace, recorded_trace  # noqa: F401 (ncet.exactness.check)
 from .trace_patches import ForeignTrace, confined_patches
-from .walker import call_node, last_uses  # noqa: F401 (ncet.exactness.checker)
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
 _NCET_DIR = os.path.dirname(__file__) + os.sep
