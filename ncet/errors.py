@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from .ir import Source
+
 
 @dataclass(frozen=True, slots=True)
 class Reason:
@@ -121,6 +123,13 @@ class ConversionError(NCETError):
         self.source_text = source_text
         super().__init__(format_message(code, reason, node, fx_op, spelling, hint, location,
                                         source_text))
+
+
+    @property
+    def source(self) -> Source:
+        """The provenance record of the node the problem sits at (as Row and IRNode carry
+        it; the module is not part of an error)."""
+        return Source(self.node, self.fx_op, self.spelling, "", "", self.location)
 
 
 class TraceError(ConversionError):

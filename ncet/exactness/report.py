@@ -11,7 +11,7 @@ from types import MappingProxyType
 import torch
 
 from ..errors import quote_source
-from ..ir import IRNode
+from ..ir import IRNode, Source
 from .arithmetic import SUSPICION_LAMBDA, ArithmeticModel
 from .stats import NodeStats
 
@@ -22,21 +22,25 @@ OUTPUT_ERROR_SAMPLE_SIZE = 4096
 """Elements per output kept for `ExactnessReport.output_error_sample`."""
 
 
+_PROVENANCE_COLUMNS = ("fx_name", "fx_op", "spelling", "module_path", "location")
+"""The columns `ExactnessReport.to_pandas` shows of an entry's `source`."""
+
+
 def _no_samples() -> Mapping:
     return MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
 class ExactnessEntry:
-    """One IR node: the largest observed |torch - reference|, the bound there, their ratio."""
+    """One IR node: the largest observed |torch - reference|, the bound there, their ratio.
+
+    `source` is the IR node's own provenance record (`Source`: FX node, spelling, module,
+    file:line); `fx_name`, `fx_op`, `spelling`, `module_path` and `location` read it.
+    """
 
     name: str
     op_type: str
-    fx_name: str
-    fx_op: str
-    spelling: str
-    module_path: str
-    location: str
+    source: Source
     local_max_error: float
     local_max_rel_error: float
     local_bound: float
@@ -56,6 +60,12 @@ class ExactnessEntry:
     e2e_error_at_worst: float = 0.0
     sensitivity: float = math.nan
     suspicion: float = 0.0
+
+    fx_name = property(lambda self: self.source.fx_name, doc="The FX node's name.")
+    fx_op = property(lambda self: self.source.fx_op, doc="The FX node's op.")
+    spelling = property(lambda self: self.source.target, doc="The spelling NCET mapped.")
+    module_path = property(lambda self: self.source.module_path, doc="The module's path.")
+    location = property(lambda self: self.source.location, doc="file:line, or \"\".")
 
     @property
     def suspicious(self) -> bool:
@@ -77,14 +87,13 @@ class ExactnessEntry:
         `exact`: the op does no rounding (any change is seen: sensitivity 0); `tier_two`:
         certified / probabilistic bound of the node (>= 1), which scales the node-local
         ratio into its suspicion."""
-        s = node.source
         lo, e2e = stats.local, stats.end_to_end
         unbounded = max(lo.unbounded, e2e.unbounded)
         if unbounded:
             stats.note(f"{unbounded} element(s) with an infinite or NaN bound: not checked")
-        return cls(node.name, node.op_type, s.fx_name, s.fx_op, s.target, s.module_path,
-                   s.location, lo.max_error, lo.max_rel_error, lo.bound_at_worst, lo.ratio,
-                   local_median, lo.ulps_at_worst, lo.violations, e2e.max_error,
+        return cls(node.name, node.op_type, node.source, lo.max_error, lo.max_rel_error,
+                   lo.bound_at_worst, lo.ratio, local_median, lo.ulps_at_worst, lo.violations,
+                   e2e.max_error,
                    e2e.bound_at_worst, e2e.ratio, e2e_median, e2e.violations,
                    "; ".join(stats.notes), source_text, not (stats.unchecked or unbounded),
                    lo.error_at_worst, e2e.error_at_worst, 0.0 if exact else lo.sensitivity,
@@ -240,7 +249,8 @@ class ExactnessReport:
         """One row per node: the columns of ExactnessEntry plus `violated`."""
         import pandas as pd
 
-        names = [f.name for f in fields(ExactnessEntry)]
+        names = [n for f in fields(ExactnessEntry)
+                 for n in (_PROVENANCE_COLUMNS if f.name == "source" else (f.name,))]
         rows = [{**{n: getattr(e, n) for n in names}, "violated": e.violated}
                 for e in self.entries]
         return pd.DataFrame(rows, columns=[*names, "violated"])

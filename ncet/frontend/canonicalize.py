@@ -65,9 +65,8 @@ def _cyclic_gc_paused():
 
 def trace_failure_report(error: TraceError) -> ConversionReport:
     """A report for a model that could not be traced at all."""
-    row = Row(error.node, "trace", "", "", "", None, "unsupported" if error.code != "input-count"
-              else "boundary", error.code, str(error), error.hint, None, error.location, error,
-              error.source_text)
+    row = Row(error.source, None, "unsupported" if error.code != "input-count" else "boundary",
+              error.code, str(error), error.hint, None, error, error.source_text)
     return ConversionReport((row,), None)
 
 
@@ -93,9 +92,9 @@ class _Walk:
 
     def _row(self, node, status, *, spelling="", module_path="", module_type="", op_type=None,
              error: ConversionError | None = None, message="", shape=None) -> Row:
-        return Row(node.name, node.op, spelling, module_path, module_type, op_type, status,
-                   error.code if error else None, str(error) if error else message,
-                   error.hint if error else "", shape, _location(node), error,
+        source = Source(node.name, node.op, spelling, module_path, module_type, _location(node))
+        return Row(source, op_type, status, error.code if error else None,
+                   str(error) if error else message, error.hint if error else "", shape, error,
                    _source_text(node))
 
     def _placeholder(self, node: torch.fx.Node) -> Row:

@@ -6,7 +6,7 @@ import html
 from dataclasses import dataclass, field
 
 from ..errors import ConversionError
-from ..ir import GraphIR
+from ..ir import GraphIR, Source
 
 STATUSES = ("mapped", "lifted", "unsupported", "boundary", "skipped")
 """Row statuses: mapped to an op_type, lifted into constants, rejected by spelling, rejected
@@ -15,25 +15,36 @@ not run: a rejected function of the user's own code)."""
 
 _PROBLEMS = ("unsupported", "boundary")
 
+ROW_COLUMNS = ("fx_name", "fx_op", "spelling", "module_path", "module_type", "op_type",
+               "status", "code", "message", "hint", "shape", "location", "source_text")
+"""The columns of `ConversionReport.to_pandas`: the provenance first, then the outcome."""
+
 
 @dataclass(frozen=True, slots=True)
 class Row:
-    """What NCET made of one FX node."""
+    """What NCET made of one FX node.
 
-    fx_name: str
-    fx_op: str
-    spelling: str
-    module_path: str
-    module_type: str
+    `source` is the node's provenance record (`Source`, the record an IRNode carries: FX
+    node, spelling, module path and type, file:line); `fx_name`, `fx_op`, `spelling`,
+    `module_path`, `module_type` and `location` read it.
+    """
+
+    source: Source
     op_type: str | None
     status: str
     code: str | None
     message: str
     hint: str
     shape: tuple[int, ...] | None
-    location: str
     error: ConversionError | None = field(default=None, compare=False, repr=False)
     source_text: str = ""
+
+    fx_name = property(lambda self: self.source.fx_name, doc="The FX node's name.")
+    fx_op = property(lambda self: self.source.fx_op, doc="The FX node's op.")
+    spelling = property(lambda self: self.source.target, doc="The spelling NCET saw.")
+    module_path = property(lambda self: self.source.module_path, doc="The module's path.")
+    module_type = property(lambda self: self.source.module_type, doc="The module's type.")
+    location = property(lambda self: self.source.location, doc="file:line, or \"\".")
 
 
 @dataclass(frozen=True)
@@ -67,7 +78,7 @@ class ConversionReport:
         """The rows as a pandas DataFrame (without the error objects)."""
         import pandas as pd
 
-        columns = [f for f in Row.__slots__ if f != "error"]
+        columns = ROW_COLUMNS
         return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows],
                             columns=columns)
 
