@@ -19,10 +19,10 @@ import time
 from pathlib import Path
 
 import torch
-from ncet.widgets import figures, static
+from ncet.widgets import static
 
 import ncet
-from ncet import widgets
+from ncet import render, widgets
 
 if __package__:
     from .mapping_table import median_time
@@ -65,12 +65,12 @@ def measure(nodes: int, repeats: int) -> dict:
     row = {"fx_nodes": len(ir.nodes), "entries": len(names), "check_s": check,
            "panel_s": median_time(lambda: widgets.ExactnessPanel(report), repeats),
            "exactness_figure_s": median_time(
-               lambda: static.figure_html(figures.exactness_figure(report), "e", len(names)),
+               lambda: static.figure_html(render.exactness_figure(report), "e", len(names)),
                repeats),
            "output_error_figure_s": median_time(
-               lambda: static.figure_html(figures.output_error_figure(report), "o"), repeats),
+               lambda: static.figure_html(render.output_error_figure(report), "o"), repeats),
            "scatter_figure_s": median_time(
-               lambda: static.figure_html(figures.scatter_figure(report, names[-1]), "s"),
+               lambda: static.figure_html(render.scatter_figure(report, names[-1]), "s"),
                repeats),
            "nodes_html_s": median_time(lambda: static.nodes_html(report), repeats),
            "exactness_html_s": median_time(lambda: widgets.exactness_html(report), repeats),

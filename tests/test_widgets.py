@@ -19,7 +19,7 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("matplotlib")
 pytest.importorskip("pandas")
 
-from ncet import widgets  # noqa: E402
+from ncet import render, widgets  # noqa: E402
 
 CONVERTING = ("mlp", "lenet", "residual_cnn")
 REJECTED = ("many_problems", "training_mode_cnn", "sigmoid_mlp", "batch_mixing", "data_dependent")
@@ -282,17 +282,28 @@ def labelled(axis, prefix: str):
     return [c for c in axis.collections if c.get_label().startswith(prefix)]
 
 
+OBSERVED = ("observed", "no error observed", "violation")
+"""The labels of an error panel's markers of observed errors, one marker per node."""
+
+
+def observed_nodes(axis) -> list[int]:
+    """The node positions an error panel marks an observed error at, in order."""
+    return sorted(int(x) for prefix in OBSERVED for c in labelled(axis, prefix)
+                  for x, _ in c.get_offsets())
+
+
 def test_exactness_figure_draws_every_node_and_marks_violations(lenet_exactness):
     import dataclasses
 
     report = lenet_exactness
-    axis = widgets.exactness_figure(report).axes[0]
-    assert axis.get_yscale() == "log"
-    (local,) = labelled(axis, "node-local observed")
-    assert len(local.get_offsets()) == len(report.entries)
-    assert [t.get_text() for t in axis.get_xticklabels()] == \
+    figure = widgets.exactness_figure(report)
+    assert widgets.exactness_figure is render.exactness_figure  # the report's figure
+    local, e2e, ratio = figure.axes  # node-local, end to end, their ratio to the bound
+    assert all(axis.get_yscale() == "log" for axis in figure.axes)
+    assert observed_nodes(local) == observed_nodes(e2e) == list(range(len(report.entries)))
+    assert [t.get_text() for t in ratio.get_xticklabels()] == \
         [f"{e.name} ({e.op_type})" for e in report.entries]
-    assert not labelled(axis, "violation")  # PyTorch agrees with the IR within the bounds
+    assert not any(labelled(axis, "violation") for axis in (local, e2e))  # within the bounds
     # A report with a violation at node 3: the figure marks exactly that node.
     bad = dataclasses.replace(report.entries[3], local_violations=2)
     broken = dataclasses.replace(report, entries=(*report.entries[:3], bad,
@@ -396,12 +407,14 @@ def test_exactness_figure_draws_many_nodes_and_bounds_near_overflow(lenet_exactn
                  for i, e in enumerate(report.entries))  # deep models' end-to-end bounds
     report = dataclasses.replace(report, entries=huge)
     figure = widgets.exactness_figure(report)
-    axis = figure.axes[0]
-    (bars,) = labelled(axis, "node-local certified bound")  # one collection, not patches
+    axis, e2e = figure.axes[:2]
+    (bars,) = labelled(axis, "certified bound")  # one collection, not patches
     assert len(bars.get_paths()) == sum(e.local_bound > 0 for e in report.entries)
     assert len(axis.patches) == 1  # the band where zeros are drawn, no bar patches
-    (local,) = labelled(axis, "node-local observed")
-    assert len(local.get_offsets()) == 1000
+    assert observed_nodes(axis) == list(range(1000))
+    (bars,) = labelled(e2e, "certified bound")  # huge and infinite: drawn at the ceiling
+    assert max(y for path in bars.get_paths() for _, y in path.vertices) == \
+        render.plots.CEILING
     assert static.figure_html(figure, "e", 1000).startswith("<img")  # renders (PNG)
 
 

@@ -2,7 +2,9 @@
 
 The static forms (DataFrames, HTML strings, matplotlib figures) need pandas and matplotlib
 only; the interactive views (`MappingTable`, `BoundaryPanel`, `ExactnessPanel`,
-`GraphView`, `Workbench`) import ipywidgets when first used.
+`GraphView`, `Workbench`) import ipywidgets when first used. The exactness figures are
+`ncet.render`'s, the ones the HTML report draws; the views use only the public names of
+`ncet` and `ncet.render`.
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ _LAZY = {
     "ExactnessPanel": ".panels",
     "GraphView": ".panels",
     "Workbench": ".workbench",
-    "exactness_figure": ".figures",
-    "output_error_figure": ".figures",
-    "scatter_figure": ".figures",
-    "figure_svg": ".figures",
+    "exactness_figure": "ncet.render",
+    "output_error_figure": "ncet.render",
+    "scatter_figure": "ncet.render",
+    "figure_svg": "ncet.render",
     "graph_figure": ".graph",
     "exactness_html": ".static",
     "graph_html": ".static",

@@ -6,15 +6,27 @@ nbval compares, so the HTML holds no ids, timestamps or memory addresses.
 
 from __future__ import annotations
 
-import html
 import math
 
 import pandas as pd
 import torch
 
 import ncet
-from ncet.errors import quote_source
-from ncet.ir import OP_SCHEMAS
+from ncet.render import (
+    VIEW_STYLE,
+    Column,
+    cell,
+    code_cell,
+    escape,
+    facts_html,
+    node_constants,
+    quote_source,
+    reason_summary,
+    records_html,
+    rows_html,
+    sentence,
+    text_cell,
+)
 
 MAPPING_COLUMNS = ("fx_name", "fx_op", "spelling", "module_path", "module_type", "op_type",
                    "status", "code", "shape", "constants", "location")
@@ -29,32 +41,12 @@ SEARCHED_COLUMNS = ("fx_name", "spelling", "module_path", "op_type", "location")
 
 _PROBLEMS = ("unsupported", "boundary")
 
-_STYLE = (
-    "<style>"
-    ".ncet-static table{border-collapse:collapse;font-size:12px}"
-    ".ncet-static th,.ncet-static td{border-bottom:1px solid #e2e8f0;padding:2px 6px;"
-    "text-align:left;vertical-align:top}"
-    ".ncet-static tr.problem td{background:#fef2f2}"
-    ".ncet-static code{font-size:11px}"
-    ".ncet-static .hint{color:#166534}"
-    "</style>")
-
-
-def escape(value) -> str:
-    """HTML text of a cell: empty for None, escaped otherwise."""
-    return "" if value is None else html.escape(str(value))
+_STYLE = VIEW_STYLE
 
 
 def shape_text(shape) -> str:
     """A per-sample shape as `[3, 32, 32]`, or empty when there is none."""
     return "" if shape is None else str(list(shape))
-
-
-def node_constants(node: ncet.IRNode) -> tuple[str, ...]:
-    """Names of the constants an IR node uses, in attribute order."""
-    _, schema = OP_SCHEMAS[node.op_type]
-    return tuple(node.attrs[a] for a, kind in schema.items()
-                 if kind in ("const", "const?") and node.attrs[a] is not None)
 
 
 def row_constants(row: ncet.Row, graph: ncet.GraphIR | None) -> tuple[str, ...]:
@@ -106,22 +98,19 @@ def boundary_frame(report: ncet.ConversionReport) -> pd.DataFrame:
     return pd.DataFrame.from_records(records, columns=list(BOUNDARY_COLUMNS))
 
 
-def reason_summary(code: str) -> str:
-    """The one-line meaning of a reason code, when ncet documents it."""
-    from ncet import errors
-
-    reason = getattr(errors, "REASONS", {}).get(code)
-    return getattr(reason, "summary", "") if reason is not None else ""
-
-
 def source_cell(location: str, source_text: str) -> str:
     """A `<td>` quoting a source line as messages do: file:line `code`, or "-" without one."""
-    return f"<td><code>{escape(quote_source(location, source_text) or '-')}</code></td>"
+    return code_cell(quote_source(location, source_text) or "-")
 
 
-def sentence(text: str) -> str:
-    """Capitalise the first letter; '-' for an empty text."""
-    return text[:1].upper() + text[1:] if text else "-"
+BOUNDARY_TABLE = (
+    Column("node", lambda r: code_cell(r.fx_name)),
+    Column("spelling", lambda r: code_cell(r.spelling)),
+    Column("source", lambda r: source_cell(r.location, r.source_text)),
+    Column("message", lambda r: text_cell(r.message)),
+    Column("what to do", lambda r: text_cell(sentence(r.hint), "hint")),
+)
+"""The table of one reason code's rejected nodes: one boundary-frame row each."""
 
 
 def boundary_html(report: ncet.ConversionReport, code: str | None = None) -> str:
@@ -146,45 +135,51 @@ def boundary_html(report: ncet.ConversionReport, code: str | None = None) -> str
         parts.append(f'<h4 data-code="{escape(code)}"><code>{escape(code)}</code> &middot; '
                      f"{len(group)} node(s){' &middot; ' + escape(summary) if summary else ''}"
                      "</h4>")
-        body = "".join(
-            f'<tr data-node="{escape(r.fx_name)}"><td><code>{escape(r.fx_name)}</code></td>'
-            f"<td><code>{escape(r.spelling)}</code></td>"
-            f"{source_cell(r.location, r.source_text)}"
-            f"<td>{escape(r.message)}</td>"
-            f'<td class="hint">{escape(sentence(r.hint))}</td></tr>'
-            for r in group.itertuples(index=False))
-        parts.append("<table><thead><tr><th>node</th><th>spelling</th><th>source</th>"
-                     "<th>message</th><th>what to do</th></tr></thead>"
-                     f"<tbody>{body}</tbody></table>")
+        parts.append(records_html(group.itertuples(index=False), BOUNDARY_TABLE,
+                                  node=_fx_name))
     parts.append("</div>")
     return "".join(parts)
 
 
-MAPPING_HEADER = ("node", "fx op", "spelling", "module", "op_type", "status", "shape",
-                  "constants", "source")
+def _fx_name(row) -> str:
+    return row.fx_name
+
+
+def _problem(row) -> str:
+    return "problem" if row.status in _PROBLEMS else ""
+
+
+def _module(row) -> str:
+    return row.module_path + (f" ({row.module_type})" if row.module_type else "")
+
+
+def _status(row) -> str:
+    return escape(row.status) + (f" <code>{escape(row.code)}</code>" if row.code else "")
+
+
+MAPPING_TABLE = (
+    Column("node", lambda r: code_cell(r.fx_name)),
+    Column("fx op", lambda r: text_cell(r.fx_op)),
+    Column("spelling", lambda r: code_cell(r.spelling)),
+    Column("module", lambda r: code_cell(_module(r))),
+    Column("op_type", lambda r: text_cell(r.op_type or "-")),
+    Column("status", lambda r: cell(_status(r))),
+    Column("shape", lambda r: text_cell(r.shape)),
+    Column("constants", lambda r: text_cell(r.constants)),
+    Column("source", lambda r: code_cell(r.location)),
+)
+"""The mapping table's columns: one mapping-frame row each."""
 
 
 def mapping_rows_html(frame: pd.DataFrame) -> str:
     """`<tr data-node=...>` rows of a mapping frame (or a slice of one)."""
-    rows = []
-    for r in frame.itertuples(index=False):
-        module = r.module_path + (f" ({r.module_type})" if r.module_type else "")
-        status = escape(r.status) + (f" <code>{escape(r.code)}</code>" if r.code else "")
-        cls = ' class="problem"' if r.status in _PROBLEMS else ""
-        rows.append(
-            f'<tr data-node="{escape(r.fx_name)}"{cls}><td><code>{escape(r.fx_name)}</code></td>'
-            f"<td>{escape(r.fx_op)}</td><td><code>{escape(r.spelling)}</code></td>"
-            f"<td><code>{escape(module)}</code></td><td>{escape(r.op_type or '-')}</td>"
-            f"<td>{status}</td><td>{escape(r.shape)}</td><td>{escape(r.constants)}</td>"
-            f"<td><code>{escape(r.location)}</code></td></tr>")
-    return "".join(rows)
+    return rows_html(frame.itertuples(index=False), MAPPING_TABLE, _fx_name, _problem)
 
 
 def mapping_table_html(frame: pd.DataFrame) -> str:
     """A `<table class="ncet-mapping">` with one body row per frame row."""
-    head = "".join(f"<th>{h}</th>" for h in MAPPING_HEADER)
-    return (f'<table class="ncet-mapping"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{mapping_rows_html(frame)}</tbody></table>")
+    return records_html(frame.itertuples(index=False), MAPPING_TABLE, "ncet-mapping",
+                        _fx_name, _problem)
 
 
 def mapping_html(report: ncet.ConversionReport, max_rows: int | None = None) -> str:
@@ -209,6 +204,14 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, str]:
     std = float(values.std()) if values.numel() > 1 else 0.0
     numbers = (float(values.min()), float(values.max()), float(values.mean()), std)
     return {**stats, **{k: _num(v) for k, v in zip(("min", "max", "mean", "std"), numbers)}}
+
+
+CONSTANT_TABLE = (
+    Column("constant", lambda c: code_cell(c[0])),
+    *(Column(k, lambda c, k=k: text_cell(c[1][k]))
+      for k in ("shape", "dtype", "min", "max", "mean", "std")),
+)
+"""The node detail's constants: one (name, `tensor_stats`) each."""
 
 
 def _num(value: float) -> str:
@@ -242,27 +245,17 @@ def node_detail_html(report: ncet.ConversionReport, fx_name: str) -> str:
     if node is not None:
         facts.append(("inputs", ", ".join(node.inputs) or "-"))
         facts.append(("dtype", node.dtype or "-"))
-    parts = [f'<div class="ncet-static ncet-detail">{_STYLE}<table><tbody>',
-             "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(v)}</code></td></tr>"
-                     for k, v in facts), "</tbody></table>"]
+    parts = [f'<div class="ncet-static ncet-detail">{_STYLE}', facts_html(facts)]
     if row.message:
         parts.append(f"<p><b>Message:</b> {escape(row.message)}</p>")
     if row.hint:
         parts.append(f'<p class="hint"><b>What to do:</b> {escape(sentence(row.hint))}</p>')
     if node is not None and node.attrs:
-        body = "".join(f"<tr><th>{escape(k)}</th><td><code>{escape(str(v))}</code></td></tr>"
-                       for k, v in node.attrs.items())
-        parts.append(f"<h5>Attributes</h5><table><tbody>{body}</tbody></table>")
+        parts.append(f"<h5>Attributes</h5>{facts_html(node.attrs.items())}")
     names = row_constants(row, graph)
     if names:
-        columns = ("shape", "dtype", "min", "max", "mean", "std")
-        body = "".join(
-            f"<tr><td><code>{escape(n)}</code></td>"
-            + "".join(f"<td>{escape(v)}</td>" for v in tensor_stats(graph.constants[n]).values())
-            + "</tr>" for n in names)
-        head = "".join(f"<th>{c}</th>" for c in ("constant", *columns))
-        parts.append(f"<h5>Constants</h5><table><thead><tr>{head}</tr></thead>"
-                     f"<tbody>{body}</tbody></table>")
+        stats = [(n, tensor_stats(graph.constants[n])) for n in names]
+        parts.append(f"<h5>Constants</h5>{records_html(stats, CONSTANT_TABLE)}")
     elif graph is None and row.status not in _PROBLEMS:
         parts.append("<p>Attributes and constants are shown once the whole model converts.</p>")
     parts.append("</div>")

@@ -6,21 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import ncet
-from ncet.ir import OP_SCHEMAS
-
-from .figures import new_figure, styled
+from ncet.render import new_figure, op_colors, styled
 
 ROWS_PER_COLUMN = 20
 """Layers stacked top to bottom before the drawing folds into a new column."""
-
-
-def op_colors() -> dict[str, tuple[float, ...]]:
-    """A fixed colour per op_type (the same in every graph), in OP_SCHEMAS order."""
-    from matplotlib import colormaps
-
-    palette = [colormaps["tab20"](i) for i in range(20)] + \
-              [colormaps["tab20b"](i) for i in range(0, 20, 2)]
-    return {op: palette[i % len(palette)] for i, op in enumerate(OP_SCHEMAS)}
 
 
 @dataclass(frozen=True)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import ipywidgets as W
 
 import ncet
+from ncet.render import escape, exactness_figure, output_error_figure, scatter_figure
 
 from .display import StaticFallback
-from .figures import exactness_figure, output_error_figure, scatter_figure
-from .frames import boundary_frame, boundary_html, escape
+from .frames import boundary_frame, boundary_html
 from .graph import graph_figure, page_bounds
 from .paging import Paged
 from .static import (

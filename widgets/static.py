@@ -5,15 +5,22 @@ from __future__ import annotations
 import math
 
 import ncet
-
-from .figures import (
+from ncet.render import (
+    Column,
+    code_cell,
+    escape,
     exactness_figure,
     figure_png,
     figure_svg,
+    number_cells,
     output_error_figure,
+    records_html,
+    rows_html,
     scatter_figure,
+    text_cell,
 )
-from .frames import escape, source_cell
+
+from .frames import source_cell
 from .graph import graph_figure
 
 MAX_SVG_POINTS = 400
@@ -60,23 +67,45 @@ def arithmetic_html(report: ncet.ExactnessReport) -> str:
             "</div>")
 
 
+OUTPUT_TABLE = (
+    Column("output", lambda o: code_cell(o.name)),
+    Column("max |eager - reference|", lambda o: number_cells(o.max_error, cls="")),
+    Column("bound there", lambda o: number_cells(o.bound, cls="")),
+    Column("ratio", lambda o: number_cells(o.ratio, cls="")),
+    Column("violations", lambda o: text_cell(o.violations)),
+)
+"""The per-output table: one OutputEntry each."""
+
+
 def outputs_html(report: ncet.ExactnessReport) -> str:
     """One row per model output: the eager model against the reference and its bound."""
-    body = "".join(
-        f"<tr><td><code>{escape(o.name)}</code></td><td>{o.max_error:.3g}</td>"
-        f"<td>{o.bound:.3g}</td><td>{o.ratio:.3g}</td><td>{o.violations}</td></tr>"
-        for o in report.outputs)
-    return ('<table class="ncet-outputs"><thead><tr><th>output</th><th>max |eager - '
-            "reference|</th><th>bound there</th><th>ratio</th><th>violations</th></tr>"
-            f"</thead><tbody>{body}</tbody></table>")
+    return records_html(report.outputs, OUTPUT_TABLE, "ncet-outputs")
 
 
 MAX_STATIC_ROWS = 500
 """The static form's per-node table holds at most this many rows (the worst ones): beyond,
 the HTML would grow by hundreds of characters per node."""
 
-NODE_HEADERS = ("node", "op_type", "source", "local error", "local bound", "ratio",
-                "sensitivity", "suspicion", "e2e error", "e2e bound", "ratio", "")
+def _verdict(entry) -> str:
+    return "VIOLATED" if entry.violated else "" if entry.checked else "NOT CHECKED"
+
+
+NODE_TABLE = (
+    Column("node", lambda e: code_cell(e.name)),
+    Column("op_type", lambda e: text_cell(e.op_type)),
+    Column("source", lambda e: source_cell(e.location, e.source_text)),
+    Column("local error", lambda e: number_cells(e.local_max_error, cls="")),
+    Column("local bound", lambda e: number_cells(e.local_bound, cls="")),
+    Column("ratio", lambda e: number_cells(e.local_ratio, cls="")),
+    Column("sensitivity", lambda e: number_cells(e.sensitivity, cls="", digits=2)),
+    Column("suspicion", lambda e: text_cell(
+        f"{e.suspicion:.3g}{' suspicious' if e.suspicious else ''}")),
+    Column("e2e error", lambda e: number_cells(e.e2e_max_error, cls="")),
+    Column("e2e bound", lambda e: number_cells(e.e2e_bound, cls="")),
+    Column("ratio", lambda e: number_cells(e.e2e_ratio, cls="")),
+    Column("", lambda e: text_cell(_verdict(e))),
+)
+"""The per-node table: one ExactnessEntry each; a violated row has class "problem"."""
 
 
 def worst_ratio(entry) -> float:
@@ -93,29 +122,24 @@ def worst_first(entries) -> list[int]:
                   key=lambda i: (not entries[i].violated, -worst_ratio(entries[i]), i))
 
 
+def _name(entry) -> str:
+    return entry.name
+
+
+def _problem(entry) -> str:
+    return "problem" if entry.violated else ""
+
+
 def node_row_html(entry) -> str:
     """One `<tr data-node=...>` of the per-node table (class "problem" when violated)."""
-    e = entry
-    return (f'<tr data-node="{escape(e.name)}"'
-            f'{" class=problem" if e.violated else ""}><td><code>{escape(e.name)}</code></td>'
-            f"<td>{escape(e.op_type)}</td>"
-            f"{source_cell(e.location, e.source_text)}"
-            f"<td>{e.local_max_error:.3g}</td>"
-            f"<td>{e.local_bound:.3g}</td><td>{e.local_ratio:.3g}</td>"
-            f"<td>{e.sensitivity:.2g}</td>"
-            f"<td>{e.suspicion:.3g}{' suspicious' if e.suspicious else ''}</td>"
-            f"<td>{e.e2e_max_error:.3g}</td><td>{e.e2e_bound:.3g}</td><td>{e.e2e_ratio:.3g}</td>"
-            f"<td>{'VIOLATED' if e.violated else '' if e.checked else 'NOT CHECKED'}</td></tr>")
+    return rows_html((entry,), NODE_TABLE, _name, _problem)
 
 
 def nodes_html(report: ncet.ExactnessReport, entries=None) -> str:
     """The per-node table: errors, bounds, ratios, violations marked; one row per entry of
     `entries` in the order given (default: every IR node of the report, in graph order)."""
     rows = report.entries if entries is None else entries
-    body = "".join(node_row_html(e) for e in rows)
-    head = "".join(f"<th>{h}</th>" for h in NODE_HEADERS)
-    return (f'<table class="ncet-exactness-nodes"><thead><tr>{head}</tr></thead>'
-            f"<tbody>{body}</tbody></table>")
+    return records_html(rows, NODE_TABLE, "ncet-exactness-nodes", _name, _problem)
 
 
 def static_nodes_html(report: ncet.ExactnessReport, limit: int = MAX_STATIC_ROWS) -> str:

@@ -18,7 +18,7 @@ from ..exactness.report import ExactnessReport
 from ..examples import EXAMPLES, load_example
 from ..format.atomic import atomic_writer
 from ..frontend.report import ConversionReport
-from ..render.html import render_report, verdict
+from ..render import render_report, verdict
 from .progress import ProgressBar
 from .records import conversion_record, document, dumps, exactness_record, graph_record
 from .targets import Target, TargetError, load_target

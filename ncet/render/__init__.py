@@ -1,9 +1,53 @@
-"""The renderers: the self-contained HTML report and the exactness figures, shared by the
-report, the command line and the notebook views (docs/architecture.md).
+"""The renderers: the self-contained HTML report, the figures of an exactness check and the
+HTML tables, shared by the report, the command line and the notebook views
+(docs/architecture.md).
 
-matplotlib is imported only when a figure is drawn, so importing this package is cheap.
+The notebook views (`ncet.widgets`) use only `ncet`'s public names and these. matplotlib is
+imported only when a figure is drawn, so importing this package is cheap.
+
+Modules: `html` (the report page), `plots` (every figure, one style), `tables` (escaping,
+cells, status pills, tables of records), `css` (the stylesheets), `facts` (what a table
+shows about a record beyond its fields).
 """
 
+from .css import REPORT_CSS, VIEW_STYLE
+from .facts import node_constants, quote_source, reason_summary
 from .html import render_report, verdict
+from .plots import (
+    COLORS,
+    exactness_figure,
+    figure_png,
+    figure_svg,
+    matplotlib_available,
+    new_figure,
+    op_colors,
+    output_error_figure,
+    scatter_figure,
+    styled,
+)
+from .tables import (
+    Column,
+    cell,
+    code_cell,
+    escape,
+    facts_html,
+    header_html,
+    number,
+    number_cells,
+    pill,
+    records_html,
+    row_html,
+    rows_html,
+    sentence,
+    table_html,
+    text_cell,
+)
 
-__all__ = ["render_report", "verdict"]
+__all__ = [
+    "COLORS", "Column", "REPORT_CSS", "VIEW_STYLE", "cell", "code_cell", "escape",
+    "exactness_figure", "facts_html", "figure_png", "figure_svg", "header_html",
+    "matplotlib_available", "new_figure", "node_constants", "number", "number_cells",
+    "op_colors", "output_error_figure", "pill", "quote_source", "reason_summary",
+    "records_html", "render_report", "row_html", "rows_html", "scatter_figure", "sentence",
+    "styled", "table_html", "text_cell", "verdict",
+]

@@ -1,81 +1,31 @@
 """The HTML report: one self-contained page (inline CSS and SVG, no scripts, nothing fetched)
 with the mapping table, the support-boundary reasons, the exactness results and the
-arithmetic model."""
+arithmetic model; its tables are declared as columns (`tables.Column`), its figure is
+`plots.exactness_figure`."""
 
 from __future__ import annotations
 
-import html
-import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import torch
 
-from ..errors import REASONS, quote_source
-from ..exactness.report import ExactnessReport
+from ..errors import REASONS
+from ..exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
 from ..frontend.report import STATUSES, ConversionReport, Row
-
-CSS = """
-:root { --ink: #1f2937; --muted: #64748b; --line: #e2e8f0; --soft: #f8fafc;
-  --ok: #15803d; --ok-bg: #dcfce7; --bad: #b91c1c; --bad-bg: #fee2e2;
-  --warn: #b45309; --warn-bg: #fef3c7; --info: #1d4ed8; --info-bg: #dbeafe; }
-* { box-sizing: border-box; }
-body { margin: 0; color: var(--ink); background: #fff; line-height: 1.45;
-  font: 14px/1.45 "DejaVu Sans", system-ui, -apple-system, "Segoe UI", sans-serif; }
-main { max-width: 1240px; margin: 0 auto; padding: 24px 32px 48px; }
-h1 { font-size: 24px; margin: 0 0 4px; }
-h2 { font-size: 19px; margin: 36px 0 8px; padding-bottom: 4px;
-  border-bottom: 2px solid var(--line); }
-h3 { font-size: 15px; margin: 20px 0 6px; }
-code, .mono { font-family: "DejaVu Sans Mono", ui-monospace, Menlo, Consolas, monospace;
-  font-size: 12.5px; }
-.meta { color: var(--muted); margin: 0 0 16px; }
-.meta code { color: var(--ink); }
-.verdict { border-radius: 8px; padding: 14px 18px; font-size: 17px; font-weight: 600;
-  border: 1px solid; margin: 16px 0; }
-.verdict.ok { background: var(--ok-bg); color: var(--ok); border-color: #86efac; }
-.verdict.bad { background: var(--bad-bg); color: var(--bad); border-color: #fca5a5; }
-.verdict.warn { background: var(--warn-bg); color: var(--warn); border-color: #fcd34d; }
-.verdict .detail { display: block; font-size: 13px; font-weight: 400; margin-top: 4px;
-  color: var(--ink); }
-.tiles { display: flex; flex-wrap: wrap; gap: 10px; margin: 12px 0 8px; padding: 0; }
-.tile { list-style: none; border: 1px solid var(--line); border-radius: 8px;
-  padding: 6px 12px; min-width: 96px; background: var(--soft); }
-.tile b { display: block; font-size: 20px; }
-.tile.bad { background: var(--bad-bg); border-color: #fca5a5; color: var(--bad); }
-.tile span { color: var(--muted); font-size: 12px; }
-nav { font-size: 13px; color: var(--muted); }
-nav a { color: var(--info); margin-right: 14px; text-decoration: none; }
-table { border-collapse: collapse; width: 100%; margin: 6px 0 12px; font-size: 12.5px; }
-th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line);
-  vertical-align: top; }
-th { background: var(--soft); position: sticky; top: 0; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tr.problem td { background: #fff5f5; }
-tr.violated td { background: #fff5f5; }
-.pill { display: inline-block; border-radius: 999px; padding: 0 8px; font-size: 11.5px;
-  font-weight: 600; white-space: nowrap; }
-.pill.mapped { background: var(--ok-bg); color: var(--ok); }
-.pill.lifted { background: var(--info-bg); color: var(--info); }
-.pill.unsupported { background: var(--bad-bg); color: var(--bad); }
-.pill.boundary { background: var(--warn-bg); color: var(--warn); }
-.pill.skipped { background: var(--line); color: var(--muted); }
-.reason { border: 1px solid var(--line); border-left: 4px solid var(--bad);
-  border-radius: 6px; padding: 4px 14px 6px; margin: 12px 0; }
-.reason.boundary { border-left-color: var(--warn); }
-.reason h3 { margin: 8px 0 2px; }
-.reason p { margin: 0 0 6px; color: var(--muted); }
-.hint { color: var(--ok); }
-.note { color: var(--muted); font-size: 13px; }
-figure { margin: 8px 0 16px; }
-figure svg { width: 100%; height: auto; }
-figcaption { color: var(--muted); font-size: 13px; margin-top: 4px; }
-ul.notes { margin: 4px 0 10px; padding-left: 20px; }
-pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--soft);
-  border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
-table.compact { width: auto; min-width: 50%; }
-.finding { font-weight: 600; margin: 8px 0 4px; }
-.wide { overflow-x: auto; }
-"""
+from . import plots
+from .css import REPORT_CSS
+from .facts import quote_source
+from .tables import (
+    Column,
+    cell,
+    escape,
+    number,
+    number_cells,
+    pill,
+    records_html,
+    sentence,
+    text_cell,
+)
 
 
 def verdict(conversion: ConversionReport, exactness: ExactnessReport | None
@@ -128,10 +78,10 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
         sections.append(_arithmetic(exactness))
     sections.append(_mapping(conversion))
     shapes = ", ".join(str(list(s)) for s in input_shapes) or "-"
-    meta = (f"input shape(s) <code>{_e(shapes)}</code> &middot; torch "
-            f"<code>{_e(torch.__version__)}</code>")
+    meta = (f"input shape(s) <code>{escape(shapes)}</code> &middot; torch "
+            f"<code>{escape(torch.__version__)}</code>")
     if command:
-        meta += f" &middot; made by <code>{_e(command)}</code>"
+        meta += f" &middot; made by <code>{escape(command)}</code>"
     links = [("boundary", "Support boundary"), ("exactness", "Exactness"),
              ("arithmetic", "Arithmetic model"), ("mapping", "Mapping table")]
     nav = "".join(f'<a href="#{i}">{t}</a>' for i, t in links
@@ -139,11 +89,12 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-        f"<title>NCET report: {_e(title)}</title>\n<style>{CSS}</style>\n</head>\n<body>\n"
-        f"<main>\n<h1>NCET report: <code>{_e(title)}</code></h1>\n"
+        f"<title>NCET report: {escape(title)}</title>\n<style>{REPORT_CSS}</style>\n"
+        "</head>\n<body>\n"
+        f"<main>\n<h1>NCET report: <code>{escape(title)}</code></h1>\n"
         f"<p class=\"meta\">{meta}</p>\n"
-        f"<div class=\"verdict {level}\" id=\"verdict\">{_e(headline)}"
-        f"<span class=\"detail\">{_e(conversion.summary())}</span></div>\n"
+        f"<div class=\"verdict {level}\" id=\"verdict\">{escape(headline)}"
+        f"<span class=\"detail\">{escape(conversion.summary())}</span></div>\n"
         f"{_tiles(conversion, exactness)}\n<nav>{nav}</nav>\n"
         + "\n".join(sections) + "\n</main>\n</body>\n</html>\n")
 
@@ -159,12 +110,106 @@ def _tiles(conversion: ConversionReport, exactness: ExactnessReport | None) -> s
         worst = max((max(e.local_ratio, e.e2e_ratio) for e in exactness.entries), default=0.0)
         tiles += [("samples checked", exactness.samples),
                   ("violations", sum(e.violated for e in exactness.entries)),
-                  ("worst ratio", "< 1" if _g(worst) == "1" and worst < 1 else _g(worst))]
+                  ("worst ratio",
+                   "< 1" if number(worst) == "1" and worst < 1 else number(worst))]
     alarming = {"problems", "violations"}
     items = "".join(
-        f'<li class="tile{" bad" if k in alarming and v else ""}"><b>{_e(str(v))}</b>'
-        f"<span>{_e(k)}</span></li>" for k, v in tiles)
+        f'<li class="tile{" bad" if k in alarming and v else ""}"><b>{escape(str(v))}</b>'
+        f"<span>{escape(k)}</span></li>" for k, v in tiles)
     return f'<ul class="tiles">{items}</ul>'
+
+
+def _mono(value) -> str:
+    return text_cell(value, "mono")
+
+
+def _module(row: Row) -> str:
+    return row.module_path + (f" ({row.module_type})" if row.module_type else "")
+
+
+def _status(row: Row) -> str:
+    return pill(row.status) + (f" <code>{escape(row.code)}</code>" if row.code else "")
+
+
+def _reason_text(row: Row) -> str:
+    error = row.error
+    return error.reason if error is not None and getattr(error, "reason", "") else row.message
+
+
+REASON_COLUMNS = (
+    Column("node", lambda r: _mono(r.fx_name)),
+    Column("spelling", lambda r: _mono(r.spelling)),
+    Column("source", lambda r: _mono(quote_source(r.location, r.source_text) or "-")),
+    Column("problem", lambda r: text_cell(sentence(_reason_text(r)))),
+    Column("what to do", lambda r: text_cell(sentence(r.hint), "hint")),
+)
+"""The table of one reason code's rejected nodes."""
+
+MAPPING_COLUMNS = (
+    Column("#", lambda p: cell(str(p[0]), "num"), numeric=True),
+    Column("node", lambda p: _mono(p[1].fx_name)),
+    Column("fx op", lambda p: text_cell(p[1].fx_op)),
+    Column("spelling", lambda p: _mono(p[1].spelling)),
+    Column("module", lambda p: _mono(_module(p[1]))),
+    Column("op_type", lambda p: text_cell(p[1].op_type or "-")),
+    Column("status", lambda p: cell(_status(p[1]))),
+    Column("shape", lambda p: _mono("" if p[1].shape is None else str(list(p[1].shape)))),
+    Column("source", lambda p: _mono(p[1].location)),
+)
+"""The mapping table: one (position, Row) per FX node."""
+
+OUTPUT_COLUMNS = (
+    Column("output", lambda o: _mono(o.name)),
+    Column("max |model(x) - reference|", lambda o: number_cells(o.max_error), numeric=True),
+    Column("bound", lambda o: number_cells(o.bound), numeric=True),
+    Column("ratio", lambda o: number_cells(o.ratio), numeric=True),
+    Column("violations", lambda o: cell(str(o.violations), "num"), numeric=True),
+)
+"""The outputs table: one OutputEntry per model output."""
+
+TIGHTNESS_COLUMNS = (
+    Column("op_type", lambda t: text_cell(t[0])),
+    Column("median observed / bound", lambda t: number_cells(t[1][0]), numeric=True),
+    Column("worst observed / bound", lambda t: number_cells(t[1][1]), numeric=True),
+)
+"""The tightness table: one (op_type, (median ratio, worst ratio)) per op_type."""
+
+
+def _note(e: ExactnessEntry) -> str:
+    return text_cell(e.note if e.checked else "NOT CHECKED: " + e.note)
+
+
+NODE_COLUMNS = (
+    Column("node", lambda e: _mono(e.name)),
+    Column("op_type", lambda e: text_cell(e.op_type)),
+    Column("source", lambda e: _mono(quote_source(e.location, e.source_text))),
+    *(Column(title, lambda e, f=field: number_cells(getattr(e, f)), numeric=True)
+      for title, field in (("local max err", "local_max_error"), ("local bound", "local_bound"),
+                           ("local ratio", "local_ratio"), ("ulps", "local_ulps"),
+                           ("sensitivity", "sensitivity"), ("suspicion", "suspicion"),
+                           ("e2e max err", "e2e_max_error"), ("e2e bound", "e2e_bound"),
+                           ("e2e ratio", "e2e_ratio"))),
+    Column("violations", lambda e: cell(str(e.local_violations + e.e2e_violations), "num"),
+           numeric=True),
+    Column("note", _note),
+)
+"""The per-node exactness table: one ExactnessEntry per IR node."""
+
+FLAG_COLUMNS = (Column("flag", lambda f: _mono(f[0])), Column("value", lambda f: _mono(f[1])))
+"""The precision flags table: one (flag, value) per flag."""
+
+
+def _table(records, columns, cls: str = "", row_class=None) -> str:
+    return records_html(records, columns, cls, row_class=row_class) + "\n"
+
+
+def _problem(pair: tuple[int, Row]) -> str:
+    return "problem" if pair[1].status in ("unsupported", "boundary") else ""
+
+
+def _violated(record: ExactnessEntry | OutputEntry) -> str:
+    violated = record.violated if isinstance(record, ExactnessEntry) else record.violations
+    return "violated" if violated else ""
 
 
 def _boundary(conversion: ConversionReport) -> str:
@@ -182,50 +227,19 @@ def _boundary(conversion: ConversionReport) -> str:
         reason = REASONS.get(code)
         summary = reason.summary if reason else ""
         kind = rows[0].status
-        body = "".join(
-            f'<tr><td class="mono">{_e(r.fx_name)}</td><td class="mono">{_e(r.spelling)}</td>'
-            f'<td class="mono">{_e(quote_source(r.location, r.source_text) or "-")}</td>'
-            f"<td>{_e(_sentence(_reason_text(r)))}</td>"
-            f'<td class="hint">{_e(_sentence(r.hint))}</td></tr>'
-            for r in rows)
         parts.append(
-            f'<div class="reason {_e(kind)}" id="reason-{_e(code)}">'
-            f"<h3><code>{_e(code)}</code> &middot; {len(rows)} node(s)</h3>"
-            f"<p>{_e(_sentence(summary))} ({_e(reason.error if reason else kind)})</p>"
-            + _table(_head("node", "spelling", "source", "problem", "what to do"), body)
-            + "</div>\n")
+            f'<div class="reason {escape(kind)}" id="reason-{escape(code)}">'
+            f"<h3><code>{escape(code)}</code> &middot; {len(rows)} node(s)</h3>"
+            f"<p>{escape(sentence(summary))} ({escape(reason.error if reason else kind)})</p>"
+            + _table(rows, REASON_COLUMNS) + "</div>\n")
     return "".join(parts) + "</section>"
 
 
-def _sentence(text: str) -> str:
-    return text[:1].upper() + text[1:] if text else "-"
-
-
-def _reason_text(row: Row) -> str:
-    error = row.error
-    return error.reason if error is not None and getattr(error, "reason", "") else row.message
-
-
 def _mapping(conversion: ConversionReport) -> str:
-    head = _head("#", "node", "fx op", "spelling", "module", "op_type", "status", "shape",
-                 "source", numeric=(0,))
-    body = []
-    for i, r in enumerate(conversion.rows):
-        status = f'<span class="pill {_e(r.status)}">{_e(r.status)}</span>'
-        if r.code:
-            status += f' <code>{_e(r.code)}</code>'
-        module = r.module_path + (f" ({r.module_type})" if r.module_type else "")
-        cls = ' class="problem"' if r.status in ("unsupported", "boundary") else ""
-        cells = (f'<td class="num">{i}</td>', f'<td class="mono">{_e(r.fx_name)}</td>',
-                 f"<td>{_e(r.fx_op)}</td>", f'<td class="mono">{_e(r.spelling)}</td>',
-                 f'<td class="mono">{_e(module)}</td>', f"<td>{_e(r.op_type or '-')}</td>",
-                 f"<td>{status}</td>",
-                 f'<td class="mono">{_e("" if r.shape is None else str(list(r.shape)))}</td>',
-                 f'<td class="mono">{_e(r.location)}</td>')
-        body.append(f"<tr{cls}>{''.join(cells)}</tr>")
+    table = _table(enumerate(conversion.rows), MAPPING_COLUMNS, row_class=_problem)
     return ('<section id="mapping">\n<h2>Mapping table</h2>\n'
-            f"<p>{_e(conversion.summary())}. One row per FX node, in graph order.</p>\n"
-            f'<div class="wide">{_table(head, "".join(body))}</div>\n</section>')
+            f"<p>{escape(conversion.summary())}. One row per FX node, in graph order.</p>\n"
+            f'<div class="wide">{table}</div>\n</section>')
 
 
 def _exactness(exactness: ExactnessReport | None) -> str:
@@ -235,8 +249,8 @@ def _exactness(exactness: ExactnessReport | None) -> str:
                        "is no GraphIR to hold to the certified bounds. Fix the problems "
                        "above, then run the report again.</p>\n</section>")
     finding = exactness.summary().splitlines()[0]  # the verdict, with the first violation
-    parts = [head, f'<p class="finding">{_e(finding)}</p>\n',
-             f'<p class="note">Inputs: {_e(exactness.inputs)}.'
+    parts = [head, f'<p class="finding">{escape(finding)}</p>\n',
+             f'<p class="note">Inputs: {escape(exactness.inputs)}.'
              + (" The traced graph's outputs are not bit-identical to the eager model's."
                 if exactness.traced_differs else "") + "</p>\n",
              _plot(exactness), _outputs(exactness), _tightness(exactness), _nodes(exactness)]
@@ -244,57 +258,35 @@ def _exactness(exactness: ExactnessReport | None) -> str:
 
 
 def _plot(exactness: ExactnessReport) -> str:
-    from .plots import error_plot_svg, matplotlib_available
-
-    if not matplotlib_available():
+    if not plots.matplotlib_available():
         return ('<p class="note">No plots: matplotlib is not installed '
                 "(<code>pip install 'ncet[report]'</code>). The tables below hold the same "
                 "numbers.</p>\n")
     if not exactness.entries:
         return ""
-    return ("<figure>" + error_plot_svg(exactness) + "<figcaption>Per IR node, in topological "
-            "order. At each node the element whose observed error is closest to its bound is "
-            "shown: the bar is its certified bound, the dot the observed error there, so a "
-            "dot above its bar is a violation (a red cross). Zeros sit on the shaded "
-            "band at the bottom. The largest error over all elements is in the table "
+    svg = plots.figure_svg(plots.exactness_figure(exactness), "ncet-errors", fit=True)
+    return ("<figure>" + svg + "<figcaption>Per IR node, in "
+            "topological order. At each node the element whose observed error is closest to "
+            "its bound is shown: the bar is its certified bound, the dot the observed error "
+            "there, so a dot above its bar is a violation (a red cross). Zeros sit on the "
+            "shaded band at the bottom. The largest error over all elements is in the table "
             "below.</figcaption></figure>\n")
 
 
 def _outputs(exactness: ExactnessReport) -> str:
-    rows = "".join(
-        f'<tr{_violated(o.violations)}><td class="mono">{_e(o.name)}</td>'
-        + _numbers(o.max_error, o.bound, o.ratio) + f'<td class="num">{o.violations}</td></tr>'
-        for o in exactness.outputs)
-    head = _head("output", "max |model(x) - reference|", "bound", "ratio", "violations",
-                 numeric=range(1, 5))
     return ("<h3>Outputs: the eager model against the reference graph</h3>\n"
-            + _table(head, rows, "compact"))
+            + _table(exactness.outputs, OUTPUT_COLUMNS, "compact", _violated))
 
 
 def _tightness(exactness: ExactnessReport) -> str:
     tight = exactness.tightness()
     if not tight:
         return ""
-    rows = "".join(f"<tr><td>{_e(op)}</td>{_numbers(median, worst)}</tr>"
-                   for op, (median, worst) in sorted(tight.items()))
-    head = _head("op_type", "median observed / bound", "worst observed / bound",
-                 numeric=(1, 2))
     return ("<h3>How tight the node-local bounds are, per op_type</h3>\n"
-            + _table(head, rows, "compact"))
+            + _table(sorted(tight.items()), TIGHTNESS_COLUMNS, "compact"))
 
 
 def _nodes(exactness: ExactnessReport) -> str:
-    head = _head("node", "op_type", "source", "local max err", "local bound", "local ratio",
-                 "ulps", "sensitivity", "suspicion", "e2e max err", "e2e bound", "e2e ratio",
-                 "violations", "note", numeric=range(3, 13))
-    body = "".join(
-        f'<tr{_violated(e.violated)}><td class="mono">{_e(e.name)}</td><td>{_e(e.op_type)}'
-        f'</td><td class="mono">{_e(quote_source(e.location, e.source_text))}</td>'
-        + _numbers(e.local_max_error, e.local_bound, e.local_ratio, e.local_ulps,
-                   e.sensitivity, e.suspicion, e.e2e_max_error, e.e2e_bound, e.e2e_ratio)
-        + f'<td class="num">{e.local_violations + e.e2e_violations}</td>'
-        f"<td>{_e(e.note if e.checked else 'NOT CHECKED: ' + e.note)}</td></tr>"
-        for e in exactness.entries)
     return ("<h3>Per node</h3>\n<p class=\"note\">max err: the largest |torch - reference| "
             "over all elements; bound and ratio: at the element where observed / bound is "
             "largest; ulps: that error in units in the last place of PyTorch's value; "
@@ -302,48 +294,17 @@ def _nodes(exactness: ExactnessReport) -> str:
             "the check would have flagged (a fault below it can pass); suspicion: the "
             "node-local ratio against Higham &amp; Mary's probabilistic bound, a second tier "
             "that never changes the verdict (above 1: suspicious).</p>\n"
-            f'<div class="wide">{_table(head, body)}</div>\n')
+            f'<div class="wide">{_table(exactness.entries, NODE_COLUMNS, "", _violated)}'
+            "</div>\n")
 
 
 def _arithmetic(exactness: ExactnessReport) -> str:
     model = exactness.arithmetic
     status = ("certified: the bounds hold for this arithmetic" if model.certified else
               "NOT CERTIFIED: a mode outside the declared model is on")
-    notes = "".join(f"<li>{_e(n)}</li>" for n in model.notes)
-    flags = "".join(f'<tr><td class="mono">{_e(k)}</td><td class="mono">{_e(v)}</td></tr>'
-                    for k, v in model.flags.items())
+    notes = "".join(f"<li>{escape(n)}</li>" for n in model.notes)
     return ('<section id="arithmetic">\n<h2>Arithmetic model</h2>\n'
-            f"<p><b>{_e(status)}</b>. The bounds assume:</p>\n"
+            f"<p><b>{escape(status)}</b>. The bounds assume:</p>\n"
             f'<ul class="notes">{notes}</ul>\n'
             "<h3>PyTorch precision flags read at check time</h3>\n"
-            + _table(_head("flag", "value"), flags, "compact") + "</section>")
-
-
-def _head(*columns: str, numeric: Iterable[int] = ()) -> str:
-    right = set(numeric)
-    return "".join(f'<th class="num">{_e(c)}</th>' if i in right else f"<th>{_e(c)}</th>"
-                   for i, c in enumerate(columns))
-
-
-def _table(head: str, body: str, cls: str = "") -> str:
-    attribute = f' class="{cls}"' if cls else ""
-    return (f"<table{attribute}><thead><tr>{head}</tr></thead><tbody>{body}</tbody>"
-            "</table>\n")
-
-
-def _numbers(*values: float) -> str:
-    return "".join(f'<td class="num">{_g(v)}</td>' for v in values)
-
-
-def _violated(violated) -> str:
-    return ' class="violated"' if violated else ""
-
-
-def _g(value: float) -> str:
-    if isinstance(value, float) and math.isinf(value):
-        return "inf"
-    return f"{value:.3g}"
-
-
-def _e(text: str) -> str:
-    return html.escape(str(text), quote=True)
+            + _table(model.flags.items(), FLAG_COLUMNS, "compact") + "</section>")
