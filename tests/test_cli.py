@@ -229,14 +229,14 @@ def test_inspect_json_has_stable_keys():
     status, doc = run_json("inspect", "many_problems")
     assert status == 1
     assert set(doc) == {"schema_version", "ncet_version", "command", "target", "input_shapes",
-                        "eval", "ok", "conversion"}
+                        "eval", "rewrite", "ok", "conversion"}
     assert doc["input_shapes"] == [[3, 8, 8]] and doc["ok"] is False
     conversion = doc["conversion"]
     assert set(conversion) == {"ok", "summary", "counts", "rows", "problems", "graph"}
     assert set(conversion["rows"][0]) == {"node", "fx_op", "spelling", "module_path",
                                           "module_type", "op_type", "status", "code",
                                           "message", "hint", "shape", "location",
-                                          "source_text"}
+                                          "source_text", "rewrite"}
     assert {p["code"] for p in conversion["problems"]} >= {"inplace", "dropout-training"}
     assert conversion["counts"]["unsupported"] == 4 and conversion["graph"] is None
 

@@ -1,9 +1,7 @@
-"""The verification-community zoo (tests/zoo_models.py, issue 18 item 4), as NCET handles it
-today: `diagnose` reports exactly the expected reason codes, `convert` agrees with it, and
-every model that converts passes `check_exactness` against the model itself.
-
-The `with_rewrite` column of the zoo is not exercised here (it is for `rewrite=True`); only
-its form is checked."""
+"""The verification-community zoo (tests/zoo_models.py, issue 18 item 4), as written and with
+`rewrite=True`: `diagnose` reports exactly the expected reason codes, `convert` agrees with
+it, and every model that converts passes `check_exactness` against the *original* model,
+both on convert's own trace and, after a save/load round trip, on a fresh one."""
 
 from __future__ import annotations
 
@@ -40,6 +38,25 @@ def test_zoo_model_as_written(entry: ZooEntry):
         with pytest.raises(ncet.ConversionError) as raised:
             ncet.convert(model, *entry.shapes)
         assert raised.value.code == entry.as_written[0]
+
+
+@pytest.mark.parametrize("entry", ZOO, ids=[e.name for e in ZOO])
+def test_zoo_model_with_rewrite(entry: ZooEntry, tmp_path):
+    model = entry.factory()
+    report = ncet.diagnose(model, *entry.shapes, rewrite=True)
+    assert _outcome(report) == entry.with_rewrite, [
+        (row.fx_name, row.code, row.message) for row in report.errors]
+    rewritten = [row for row in report.rows if row.rewrite]
+    assert (entry.as_written == CONVERTS) <= (not rewritten)  # nothing to rewrite there
+    if entry.with_rewrite != CONVERTS:
+        with pytest.raises(ncet.ConversionError) as raised:
+            ncet.convert(model, *entry.shapes, rewrite=True)
+        assert raised.value.code == entry.with_rewrite[0]
+        return
+    ir = ncet.convert(model, *entry.shapes, rewrite=True)
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
+    ncet.save(ir, tmp_path / "net.ncet")  # no trace to reuse: check_exactness traces again
+    assert ncet.check_exactness(model, ncet.load(tmp_path / "net.ncet"), samples_per_scale=4).ok
 
 
 def _well_formed(outcome) -> bool:

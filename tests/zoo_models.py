@@ -1100,11 +1100,11 @@ ZOO: tuple[ZooEntry, ...] = (
            CifarResNetAddInplace, 27, ((3, 8, 8),), INPLACE + SIZE_FLATTEN, CONVERTS),
     # converts once defaulted forward arguments are bound
     _entry("colt_convmed", "COLT networks (forward(x, init_lambda=False, skip_norm=False))",
-           COLTConvNet, 28, ((1, 8, 8),), TRACE_FAILED, CONVERTS),
+           COLTConvNet, 28, ((1, 8, 8),), CONVERTS, CONVERTS),
     _entry("colt_ffnn", "COLT networks (FFNN, forward(x, init_lambda=False))", COLTFC, 29,
-           ((1, 8, 8),), INPUT_COUNT, CONVERTS),
+           ((1, 8, 8),), CONVERTS, CONVERTS),
     _entry("robustness_with_latent", "robustness library (forward(x, with_latent=False, "
-           "mask=None))", FeatureNet, 30, ((3, 8, 8),), TRACE_FAILED, CONVERTS),
+           "mask=None))", FeatureNet, 30, ((3, 8, 8),), CONVERTS, CONVERTS),
     # stays refused with rewrite=True
     _entry("read_after_inplace", "pre-activation skip reading a tensor ReLU(inplace) "
            "overwrote", ReadAfterInplace, 31, ((8,),), INPLACE, INPLACE),

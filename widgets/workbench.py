@@ -26,7 +26,8 @@ EXACTNESS_TAB, GRAPH_TAB = 2, 3
 class Workbench(StaticFallback, W.Tab):
     """Everything NCET says about one model, in four tabs.
 
-    `diagnose` runs on construction (cheap). The exactness check runs only when asked
+    `diagnose` runs on construction (cheap; with `rewrite=True`, after the opt-in rewrite
+    rules, as `ncet.diagnose(..., rewrite=True)`). The exactness check runs only when asked
     (the "Run exactness check" button or `run_exactness()`), with a progress bar; the graph
     is drawn when its tab is first shown (or `graph` is first read).
 
@@ -49,9 +50,9 @@ class Workbench(StaticFallback, W.Tab):
     """
 
     def __init__(self, model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
-                 page_size: int = 25, max_nodes: int = 100):
+                 rewrite: bool = False, page_size: int = 25, max_nodes: int = 100):
         self.model = model
-        self.report = ncet.diagnose(model, *input_shapes, dtype=dtype)
+        self.report = ncet.diagnose(model, *input_shapes, dtype=dtype, rewrite=rewrite)
         self.max_nodes = max_nodes
         self.mapping = MappingTable(self.report, page_size=page_size)
         self.boundary = BoundaryPanel(self.report)

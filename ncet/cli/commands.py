@@ -57,7 +57,7 @@ def run_demo(args: argparse.Namespace) -> int:
 def run_inspect(args: argparse.Namespace) -> int:
     """`ncet inspect TARGET`: the mapping table, every problem, a one-line verdict."""
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes)
+    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
     if args.json:
         _print_json("inspect", **_about(target, args), ok=report.ok,
                     conversion=conversion_record(report))
@@ -69,7 +69,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     """`ncet check TARGET`: convert, then check_exactness with a progress bar."""
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes)
+    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
     exactness = _check(args, target, report) if report.ok else None
     ok = exactness is not None and exactness.ok
     if args.json:
@@ -90,7 +90,7 @@ def run_check(args: argparse.Namespace) -> int:
 def run_convert(args: argparse.Namespace) -> int:
     """`ncet convert TARGET -o FILE`: save the GraphIR, or list every problem."""
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes)
+    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
     written = None
     if report.ok:
         try:
@@ -141,7 +141,7 @@ def run_report(args: argparse.Namespace) -> int:
     """`ncet report TARGET -o FILE`: one self-contained HTML report, even for a rejected
     model."""
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes)
+    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
     exactness = _check(args, target, report) if report.ok else None
     if importlib.util.find_spec("matplotlib") is None:
         print("ncet report: matplotlib is not installed, so the report has no plots "
@@ -196,7 +196,7 @@ def _evaluate_against_eager(model, report: ConversionReport, shapes) -> float:
 
 def _about(target: Target, args: argparse.Namespace) -> dict:
     return {"target": target.text, "input_shapes": [list(s) for s in target.input_shapes],
-            "eval": args.eval}
+            "eval": args.eval, "rewrite": args.rewrite}
 
 
 def _print_conversion(target: Target, report: ConversionReport) -> None:

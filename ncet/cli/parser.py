@@ -155,6 +155,10 @@ def _target_options() -> argparse.ArgumentParser:
     options.add_argument("--eval", action="store_true", help=(
         "call model.eval() before converting (otherwise the model keeps the mode its factory "
         "gave it, and training-mode BatchNorm or dropout is rejected)"))
+    options.add_argument("--rewrite", action="store_true", help=(
+        "apply the opt-in rewrite rules first: in-place forms become out-of-place where "
+        "nothing reads the overwritten tensor afterwards, and x.view(x.size(0), -1) and its "
+        "kin become static reshapes (docs/support-boundary.md, \"Opt-in rewrites\")"))
     return options
 
 

@@ -56,7 +56,7 @@ def row_record(row: Row) -> dict[str, Any]:
         "op_type": row.op_type, "status": row.status, "code": row.code,
         "message": row.message, "hint": row.hint,
         "shape": None if row.shape is None else list(row.shape), "location": row.location,
-        "source_text": row.source_text,
+        "source_text": row.source_text, "rewrite": row.rewrite,
     }
 
 

@@ -65,7 +65,7 @@ class Checker:
         self.walker = Walker(traced.graph)  # node order and last uses, once per check
         self.nodes = self.walker.nodes
         self.steps = len(self.nodes)  # per chunk, in progress reports
-        self.modules = {n: self.root.get_submodule(n.target) for n in self.nodes
+        self.modules = {n: traced.module(n) for n in self.nodes
                         if n.op == "call_module"}
         self.fx_by_name = {n.name: n for n in self.nodes}
         self.ir_nodes = {n.name: n for n in ir.nodes if n.op_type not in ("Input", "Output")}

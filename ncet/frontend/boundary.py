@@ -7,6 +7,13 @@ from __future__ import annotations
 
 from ..errors import REASONS
 from .boundary_rules import BOUNDARY_RULES, BoundaryRule, Limit  # noqa: F401 (re-exported)
+from .rewrites import (
+    INPLACE_FLAG_FUNCTIONS,
+    INPLACE_FLAG_MODULES,
+    INPLACE_FUNCTIONS,
+    INPLACE_METHODS,
+)
+from .rewrites import RULES as REWRITE_RULES
 from .spellings import FUNCTION_SPELLINGS, METHOD_SPELLINGS, MODULE_SPELLINGS
 
 
@@ -33,6 +40,32 @@ def render_support_boundary() -> str:
         error = REASONS[r.code].error if r.code else "accepted"
         code = f"`{r.code}`" if r.code else ""
         out.append(f"| {', '.join(r.op_types)} | {r.text} | {code} | {error} |")
+    out += ["", "## Forward arguments", "",
+            "One per-sample shape per tensor argument of forward(). The parameters after "
+            "those",
+            "that have defaults (`forward(self, x, init_lambda=False, mask=None)`) are bound "
+            "to",
+            "their defaults while tracing (FX's `concrete_args`), as when the model is called "
+            "with",
+            "its tensor arguments alone; a parameter without a default needs its own shape.",
+            "", "## Opt-in rewrites", "",
+            "With `rewrite=True` (`convert`, `diagnose`, the Workbench; `--rewrite` on the "
+            "command",
+            "line) these rules rewrite NCET's private copy of the traced graph before it is "
+            "mapped;",
+            "the user's model is never touched, each rewritten node's row names its rule "
+            "(`Row.rewrite`),",
+            "and `check_exactness` compares with the original model. By default the "
+            "spellings they",
+            "cover are rejected, with a hint naming `rewrite=True` where a rule applies.", "",
+            "| rule | what it does, and why it is safe |", "|---|---|"]
+    out += [f"| `{name}` | {text} |" for name, text in REWRITE_RULES.items()]
+    out += ["", "In-place spellings the first rule knows: "
+            + ", ".join(f"`Tensor.{m}`" for m in INPLACE_METHODS) + ", "
+            + ", ".join(f"`{_key(f)}`" for f in INPLACE_FUNCTIONS) + "; `inplace=True` on "
+            + ", ".join(f"`{_key(f)}`" for f in INPLACE_FLAG_FUNCTIONS) + "; and the modules "
+            + ", ".join(f"`nn.{m.__name__}`" for m in INPLACE_FLAG_MODULES)
+            + " with `inplace=True`. `x += y` needs no rule: torch.fx records it as `x + y`."]
     out += ["", "## Reason codes", "", "| code | error | meaning |", "|---|---|---|"]
     out += [f"| `{c}` | {r.error} | {r.summary} |" for c, r in REASONS.items()]
     out += ["", "## Spellings", "",

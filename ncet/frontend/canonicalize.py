@@ -17,6 +17,7 @@ from .context import Mapped, MissingShape, NodeContext, bind
 from .hooks import weight_hook_rejection
 from .report import ConversionReport, Row
 from .resolution import resolve
+from .rewrites import Refusal, Rewritten, advise_rewrite, rewrite_graph
 from .shape_propagation import NodeRecord, ShapePropagation
 from .trace import Traced, is_library_function, trace_model
 from .trace_cache import record_trace
@@ -24,8 +25,10 @@ from .walker import Walker
 
 
 def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
-                 dtype: torch.dtype, *, first_error_only: bool) -> ConversionReport:
+                 dtype: torch.dtype, *, first_error_only: bool,
+                 rewrite: bool = False) -> ConversionReport:
     """Trace `model` and map every node; stop at the first problem if `first_error_only`.
+    With `rewrite`, the rules of rewrites.py first rewrite NCET's copy of the graph.
 
     Raises:
         TraceError: The model cannot be traced (always raised; `diagnose` catches it).
@@ -33,7 +36,9 @@ def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
     """
     with _cyclic_gc_paused():
         traced = trace_model(model, len(input_shapes))
-        walk = _Walk(traced, input_shapes, dtype)
+        rewritten, refused = rewrite_graph(traced.graph, traced.call_modules()) if rewrite \
+            else ({}, {})
+        walk = _Walk(traced, input_shapes, dtype, rewritten, refused, rewrite)
         rows = []
         with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the model's own warnings, once per batch size
@@ -73,8 +78,10 @@ def trace_failure_report(error: TraceError) -> ConversionReport:
 class _Walk:
     """State of one conversion: a record per live node, lifted constants, IR nodes."""
 
-    def __init__(self, traced: Traced, input_shapes, dtype: torch.dtype):
+    def __init__(self, traced: Traced, input_shapes, dtype: torch.dtype,
+                 rewritten: dict[str, Rewritten], refused: dict[str, Refusal], rewrite: bool):
         self.traced = traced
+        self.rewritten, self.refused, self.rewrite = rewritten, refused, rewrite
         self.root = traced.root
         self.input_shapes = [tuple(int(d) for d in s) for s in input_shapes]
         self.shapes = ShapePropagation(self.input_shapes, dtype)
@@ -93,9 +100,11 @@ class _Walk:
     def _row(self, node, status, *, spelling="", module_path="", module_type="", op_type=None,
              error: ConversionError | None = None, message="", shape=None) -> Row:
         source = Source(node.name, node.op, spelling, module_path, module_type, _location(node))
+        done = self.rewritten.get(node.name)
         return Row(source, op_type, status, error.code if error else None,
                    str(error) if error else message, error.hint if error else "", shape, error,
-                   _source_text(node))
+                   _source_text(node), "" if done is None else
+                   f"{done.rule}: {done.spelling}, safe because {done.why}")
 
     def _placeholder(self, node: torch.fx.Node) -> Row:
         index = self.placeholder_index
@@ -206,6 +215,8 @@ class _Walk:
 
     # --- results --------------------------------------------------------------------
     def _error(self, node: torch.fx.Node, display: str, reason: Rejection) -> ConversionError:
+        reason = advise_rewrite(node, reason, self.rewrite, self.refused,
+                                self.traced.call_modules)
         return make_error(reason.code, reason.reason, node=node.name, fx_op=node.op,
                           spelling=display, hint=reason.hint, location=_location(node),
                           source_text=_source_text(node))

@@ -41,7 +41,14 @@ def _check_dtype(dtype) -> torch.dtype:
     return dtype
 
 
-def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32) -> GraphIR:
+def _check_rewrite(rewrite) -> bool:
+    if not isinstance(rewrite, bool):
+        raise TypeError(f"rewrite must be True or False, not {type(rewrite).__name__}")
+    return rewrite
+
+
+def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
+            rewrite: bool = False) -> GraphIR:
     """Trace `model` and project it onto canonical GraphIR.
 
     Args:
@@ -50,6 +57,11 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
             BatchNorm.
         *input_shapes: One per-sample shape (no batch axis) per forward() argument.
         dtype: The dtype of the example inputs used for shape propagation.
+        rewrite: Apply the opt-in rewrite rules (docs/support-boundary.md, "Opt-in
+            rewrites") to NCET's copy of the traced graph first: in-place forms become
+            out-of-place where nothing can observe the overwrite, and `x.view(x.size(0), -1)`
+            and its kin become static reshapes. Off by default: those spellings are then
+            rejected, as the spec says, with a hint naming `rewrite=True` where it applies.
 
     Returns:
         The GraphIR, with every fixed tensor lifted into `constants`.
@@ -59,7 +71,7 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
         UnsupportedOperatorError: The first spelling outside the spec's tables.
         SupportBoundaryError: The first recognised spelling outside the support boundary.
         ValueError: The input shapes are malformed, or no tensor can be of `dtype`.
-        TypeError: `dtype` is not a torch.dtype.
+        TypeError: `dtype` is not a torch.dtype, or `rewrite` is not a bool.
 
     Safe to call from several threads: `convert`, `diagnose` and `check_exactness` run one
     at a time, and other threads' eager calls are never disturbed (docs/reliability.md).
@@ -69,13 +81,14 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32)
     """
     shapes, dtype = _check_shapes(input_shapes), _check_dtype(dtype)
     with untouched(model):
-        report = canonicalize(model, shapes, dtype, first_error_only=True)
+        report = canonicalize(model, shapes, dtype, first_error_only=True,
+                              rewrite=_check_rewrite(rewrite))
     assert report.graph is not None
     return report.graph
 
 
-def diagnose(model: nn.Module, *input_shapes,
-             dtype: torch.dtype = torch.float32) -> ConversionReport:
+def diagnose(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
+             rewrite: bool = False) -> ConversionReport:
     """Report what NCET makes of every FX node, with every problem of the model at once.
 
     Never raises for problems of the model: they become rows with a status, a stable reason
@@ -85,17 +98,19 @@ def diagnose(model: nn.Module, *input_shapes,
         model: The PyTorch model; it is never modified, and its hooks do not run.
         *input_shapes: One per-sample shape (no batch axis) per forward() argument.
         dtype: The dtype of the example inputs used for shape propagation.
+        rewrite: As for `convert`; each rewritten node's row names its rule (`Row.rewrite`).
 
     Returns:
         A ConversionReport; `.graph` holds the GraphIR when `.ok`.
 
     Raises:
         ValueError: The input shapes are malformed, or no tensor can be of `dtype`.
-        TypeError: `dtype` is not a torch.dtype.
+        TypeError: `dtype` is not a torch.dtype, or `rewrite` is not a bool.
     """
     shapes, dtype = _check_shapes(input_shapes), _check_dtype(dtype)
     try:
         with untouched(model):
-            return canonicalize(model, shapes, dtype, first_error_only=False)
+            return canonicalize(model, shapes, dtype, first_error_only=False,
+                                rewrite=_check_rewrite(rewrite))
     except TraceError as error:
         return trace_failure_report(error)

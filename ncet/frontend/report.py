@@ -16,8 +16,10 @@ not run: a rejected function of the user's own code)."""
 _PROBLEMS = ("unsupported", "boundary")
 
 ROW_COLUMNS = ("fx_name", "fx_op", "spelling", "module_path", "module_type", "op_type",
-               "status", "code", "message", "hint", "shape", "location", "source_text")
-"""The columns of `ConversionReport.to_pandas`: the provenance first, then the outcome."""
+               "status", "code", "message", "hint", "shape", "location", "source_text",
+               "rewrite")
+"""The columns of `ConversionReport.to_pandas`: the provenance first, then the outcome, and
+the rewrite rule that changed the node (with `rewrite=True`; "" for none)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,6 +40,7 @@ class Row:
     shape: tuple[int, ...] | None
     error: ConversionError | None = field(default=None, compare=False, repr=False)
     source_text: str = ""
+    rewrite: str = ""
 
     fx_name = property(lambda self: self.source.fx_name, doc="The FX node's name.")
     fx_op = property(lambda self: self.source.fx_op, doc="The FX node's op.")

@@ -50,7 +50,7 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
     """The spelling of a call_module, call_method or call_function node."""
     target = node.target
     if node.op == "call_module":
-        module = traced.root.get_submodule(target)
+        module = traced.module(node)
         path, kind = traced.user_path(target), _type_name_of(type(module))
         spelling = MODULE_SPELLINGS.get(type(module))
         if spelling is None:

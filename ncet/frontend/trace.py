@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import inspect
 import linecache
+import operator
 import os
+import re
 import sys
 import sysconfig
 import types
@@ -15,6 +18,7 @@ import torch.fx
 from torch import nn
 
 from ..errors import TraceError
+from .rewrites import PRIVATE_MODULE
 from .trace_patches import ForeignTrace, confined_patches
 
 _TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
@@ -242,6 +246,17 @@ class Traced:
             value = getattr(value, part)
         return value
 
+    def module(self, node: torch.fx.Node) -> nn.Module:
+        """The module a call_module node calls: NCET's private out-of-place copy when a
+        rewrite made one (rewrites.PRIVATE_MODULE), else the submodule of `root`."""
+        private = node.meta.get(PRIVATE_MODULE)
+        return private if private is not None else self.root.get_submodule(node.target)
+
+    def call_modules(self) -> dict[str, nn.Module]:
+        """The submodules the graph's call_module nodes call, by target."""
+        return {str(n.target): self.root.get_submodule(n.target) for n in self.graph.nodes
+                if n.op == "call_module"}
+
     def user_path(self, target: str) -> str:
         """The qualified name in the user's model of a GraphModule attribute path."""
         if not self.wrapped_leaf:
@@ -284,9 +299,10 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
         root = type(_LeafRoot.__name__, (_LeafRoot,), {"forward": forward})(model)
     else:
         root = model
+    defaults = {} if wrapped else _defaulted_arguments(root, n_inputs)
     try:
         with confined_patches():  # FX patches nn.Module for this thread only
-            graph = tracer.trace(root)
+            graph = tracer.trace(root, concrete_args=defaults or None)
     except ForeignTrace as exc:
         raise TraceError(
             "trace-failed", f"{exc}: torch.fx patches nn.Module for the whole process while "
@@ -314,6 +330,7 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
             hint=_CONTROL_FLOW_HINT if isinstance(exc, torch.fx.proxy.TraceError)
             else _FAILED_CALL_HINT, location=location, source_text=text,
         ) from exc
+    _drop_specializations(graph, defaults)
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     if len(placeholders) != n_inputs:
         names = ", ".join(n.name for n in placeholders)
@@ -325,6 +342,48 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
                  "e.g. convert(model, (3, 32, 32))",
         )
     return Traced(graph, tracer.root, wrapped, tracer.stowed)
+
+
+def _defaulted_arguments(root: nn.Module, n_inputs: int) -> dict[str, object]:
+    """forward()'s parameters after the first `n_inputs` that have defaults, bound to them
+    (FX's concrete_args), so that `forward(self, x, init_lambda=False)` traced with one shape
+    is traced as the model runs when called with one argument. Empty unless every parameter
+    after the inputs has a default (then the input count is reported as it is)."""
+    try:
+        parameters = list(inspect.signature(root.forward).parameters.values())
+    except (TypeError, ValueError):
+        return {}
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind not in (*positional, inspect.Parameter.KEYWORD_ONLY) for p in parameters) \
+            or sum(p.kind in positional for p in parameters) < n_inputs:
+        return {}
+    rest = parameters[n_inputs:]
+    if not rest or any(p.default is inspect.Parameter.empty for p in rest):
+        return {}
+    return {p.name: p.default for p in rest}
+
+
+def _drop_specializations(graph: torch.fx.Graph, defaults: dict[str, object]) -> None:
+    """Erase what FX adds for each concrete argument: a placeholder holding the default and
+    the assertion that it still has that value (neither computes anything of the model's)."""
+    if not defaults:
+        return
+    for node in [n for n in graph.nodes if n.op == "placeholder"][::-1]:
+        if re.sub(r"_\d+$", "", node.target) not in defaults or not node.args:
+            continue  # FX names the placeholder of concrete argument `a` a_1 (or a_2, ...)
+        chain, stack = [], [node]
+        while stack:
+            for user in stack.pop().users:
+                if user not in chain:
+                    chain.append(user)
+                    stack.append(user)
+        if all(u.op == "call_function" and u.target in _SPECIALIZATION_CHECKS for u in chain):
+            for user in reversed([n for n in graph.nodes if n in chain]):  # users first
+                graph.erase_node(user)
+            graph.erase_node(node)
+
+
+_SPECIALIZATION_CHECKS = (operator.eq, torch._assert, torch.fx._symbolic_trace._assert_is_none)
 
 
 def make_example_inputs(shapes, dtype: torch.dtype, batch: int, seed: int) -> list[torch.Tensor]:

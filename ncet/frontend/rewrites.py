@@ -1,0 +1,407 @@
+"""Opt-in rewrites (`convert(..., rewrite=True)`): NCET's private copy of a traced graph made
+to say, out of place and with static shapes, what the model computes.
+
+Each rule is semantics-preserving by construction, and is applied only where that is proved
+on the FX graph:
+
+* **in-place to out-of-place** (`RULE_INPLACE`): `x.relu_()`, `x.add_(y)`, `torch.relu_(x)`,
+  `F.relu(x, inplace=True)`, `nn.ReLU(inplace=True)`, ... . An in-place op and its out-of-place
+  form give the same value; they differ only in that the first overwrites its input. So the
+  rewrite is safe exactly when nothing can observe the overwrite: the mutated tensor is not
+  a graph input, a parameter or a buffer (nor a view of one), and neither it nor any tensor
+  that may share its memory is read after the op. "May share" is decided conservatively:
+  only the ops in `FRESH_FUNCTIONS`/`FRESH_METHODS`/`FRESH_MODULES` are known to return new
+  memory; every other op's result is taken to alias its tensor inputs. A call_module node
+  keeps its target (the module is the user's, and is never changed); NCET calls a shallow
+  copy of it with `inplace=False` instead, kept in `node.meta[PRIVATE_MODULE]`.
+* **size-dependent reshapes to static** (`RULE_STATIC_BATCH`): `x.size(0)`, `x.size()[0]`
+  and `x.shape[0]` that flow only into the leading (batch) slot of a `view`/`reshape` become
+  static: `v.view(n, -1)` becomes `v.flatten(1)`, `v.view(n, d1, ..., dk)` becomes
+  `v.view(-1, d1, ..., dk)`, where `n` is the leading size of `v` itself. Both forms give the
+  same tensor whenever the original does (`-1` is inferred as that same leading size), and the
+  walk then checks the result at both batch sizes like every node. Any other use of a size
+  is left alone, and rejected as before.
+
+`rewrite_graph(graph, modules)` applies both, in place, to a graph NCET owns, and returns a
+`Rewritten` record per changed node and a `Refusal` per in-place op it could not rewrite.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import operator
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from ..errors import Rejection
+
+PRIVATE_MODULE = "ncet_private_module"
+"""node.meta key of the module NCET calls instead of the user's (an out-of-place copy)."""
+
+RULE_INPLACE = "inplace-to-out-of-place"
+RULE_STATIC_BATCH = "static-batch-reshape"
+
+RULES: dict[str, str] = {
+    RULE_INPLACE: "an in-place op becomes its out-of-place form where nothing reads the "
+                  "overwritten tensor, or a tensor that may share its memory, afterwards, and "
+                  "it is not an input, parameter or buffer",
+    RULE_STATIC_BATCH: "x.size(0), x.size()[0] or x.shape[0] used only as the leading size of "
+                       "a view/reshape of a tensor with that same leading size becomes -1 "
+                       "(or flatten(1) for view(n, -1))",
+}
+"""The rewrite rules: name -> what it does and why it is safe (rendered in the docs)."""
+
+INPLACE_METHODS: dict[str, str] = {
+    "relu_": "relu", "add_": "add", "sub_": "sub", "mul_": "mul", "div_": "div",
+    "clamp_": "clamp", "clamp_min_": "clamp_min", "clamp_max_": "clamp_max", "neg_": "neg",
+    "abs_": "abs", "exp_": "exp", "sigmoid_": "sigmoid", "tanh_": "tanh",
+    "unsqueeze_": "unsqueeze", "squeeze_": "squeeze", "transpose_": "transpose",
+    "t_": "t",
+}
+"""In-place tensor methods and their out-of-place twins (same arguments, same value)."""
+
+INPLACE_FUNCTIONS: dict[object, object] = {
+    torch.relu_: torch.relu, F.relu_: F.relu, F.leaky_relu_: F.leaky_relu,
+}
+"""In-place functions and their out-of-place twins."""
+
+INPLACE_FLAG_FUNCTIONS = (F.relu, F.leaky_relu, F.hardtanh, F.relu6, F.elu, F.dropout,
+                          F.alpha_dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.threshold)
+"""Functions with an `inplace=` argument: out of place with `inplace=False`."""
+
+INPLACE_FLAG_MODULES = (nn.ReLU, nn.LeakyReLU, nn.ReLU6, nn.Hardtanh, nn.ELU, nn.Threshold,
+                        nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
+"""Modules with an `inplace` attribute."""
+
+_VIEW_METHODS = ("view", "reshape")
+_SIZE_SOURCES = ("size", "shape")
+
+FRESH_FUNCTIONS = frozenset({
+    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.matmul,
+    torch.add, torch.sub, torch.mul, torch.div, torch.relu, torch.cat, torch.matmul,
+    torch.sigmoid, torch.tanh, torch.clamp, torch.abs, torch.neg, torch.exp,
+    torch.max_pool2d, torch.conv2d, torch.conv1d,
+    F.relu, F.leaky_relu, F.linear, F.conv1d, F.conv2d, F.max_pool1d, F.max_pool2d,
+    F.avg_pool1d, F.avg_pool2d, F.adaptive_avg_pool2d, F.adaptive_avg_pool1d, F.batch_norm,
+    F.hardtanh, F.relu6, F.elu, F.sigmoid, F.tanh,
+})
+"""Functions whose result is always new memory (never a view of, or the same tensor as, an
+input). F.relu & co. only when not in place: `_fresh` checks the flag."""
+
+FRESH_METHODS = frozenset({
+    "add", "sub", "mul", "div", "relu", "neg", "abs", "exp", "sigmoid", "tanh", "clamp",
+    "clamp_min", "clamp_max", "matmul", "mean", "sum", "clone",
+})
+"""Tensor methods whose result is always new memory."""
+
+FRESH_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.BatchNorm1d, nn.BatchNorm2d,
+                 nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d,
+                 nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.ReLU, nn.LeakyReLU,
+                 nn.Sigmoid, nn.Tanh, nn.ReLU6, nn.Hardtanh, nn.ELU)
+"""Modules whose forward always returns new memory (activations only when not in place)."""
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """One node a rule changed: the rule, the spelling as written, and why that is safe."""
+
+    node: str
+    rule: str
+    spelling: str
+    why: str
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """An in-place op the rule could not rewrite, and the node or fact that prevents it."""
+
+    node: str
+    spelling: str
+    reason: str
+
+
+def rewrite_graph(graph: torch.fx.Graph, modules: dict[str, nn.Module]
+                  ) -> tuple[dict[str, Rewritten], dict[str, Refusal]]:
+    """Apply the rewrite rules to `graph` (NCET's own copy), in place.
+
+    Args:
+        graph: The traced graph; changed in place, then linted.
+        modules: Submodule path -> module, for the call_module nodes.
+
+    Returns:
+        The rewritten nodes by name, and the in-place nodes left alone (with the reason).
+    """
+    rewritten: dict[str, Rewritten] = {}
+    refused: dict[str, Refusal] = {}
+    order = {node: i for i, node in enumerate(graph.nodes)}
+    for node in list(graph.nodes):
+        outcome = inplace_rewrite(node, modules, order)
+        if isinstance(outcome, Refusal):
+            refused[node.name] = outcome
+        elif outcome is not None:
+            _make_out_of_place(node, modules)
+            rewritten[node.name] = outcome
+    for node in list(graph.nodes):
+        outcome = static_batch_rewrite(node)
+        if outcome is not None:
+            size = _batch_slot(node)
+            if outcome.spelling.endswith(", -1)"):
+                node.target, node.args, node.kwargs = "flatten", (node.args[0], 1), {}
+            else:
+                node.args = (node.args[0], -1, *_sizes(node)[1:])
+            _erase_unused(size)
+            rewritten[node.name] = outcome
+    graph.lint()
+    return rewritten, refused
+
+
+def inplace_rewrite(node: torch.fx.Node, modules: dict[str, nn.Module],
+                    order: dict[torch.fx.Node, int] | None = None) -> Rewritten | Refusal | None:
+    """What `RULE_INPLACE` makes of `node` (nothing is changed): None when it is not an
+    in-place op, a Refusal naming what could observe the overwrite, else the Rewritten
+    record `rewrite_graph` would give it. `order`: node -> position, when already known."""
+    spelling = _inplace_spelling(node, modules)
+    if spelling is None:
+        return None
+    if order is None:
+        order = {n: i for i, n in enumerate(node.graph.nodes)}
+    obstacle = _observer(node, order, modules)
+    if obstacle:
+        return Refusal(node.name, spelling, obstacle)
+    return Rewritten(node.name, RULE_INPLACE, spelling, (
+        f"nothing reads {node.args[0].name!r} or a tensor sharing its memory after this "
+        "node, and it is not an input, parameter or buffer"))
+
+
+def static_batch_rewrite(node: torch.fx.Node) -> Rewritten | None:
+    """What `RULE_STATIC_BATCH` makes of `node` (nothing is changed): the Rewritten record
+    for a `v.view(n, ...)`/`v.reshape(n, ...)` whose `n` is v's own leading size and whose
+    other sizes are static, else None."""
+    if node.op != "call_method" or node.target not in _VIEW_METHODS or len(node.args) < 2:
+        return None
+    sizes = _sizes(node)
+    if not sizes or not _is_leading_size_of(sizes[0], node.args[0]):
+        return None
+    rest = sizes[1:]
+    if not all(isinstance(s, int) and not isinstance(s, bool) for s in rest) \
+            or rest.count(-1) > (1 if rest == [-1] else 0):
+        return None  # another traced size, or a second inferred one: not static
+    spelling = f"Tensor.{node.target}({_size_spelling(sizes[0])}, {', '.join(map(str, rest))})"
+    return Rewritten(node.name, RULE_STATIC_BATCH, spelling, (
+        f"the size is {node.args[0].name!r}'s own leading size, which -1 infers"))
+
+
+def static_batch_user(size: torch.fx.Node) -> torch.fx.Node | None:
+    """The view/reshape that `RULE_STATIC_BATCH` would make static by dropping `size` (a
+    `size`, `getitem` or `getattr(..., "shape")` node of the chain), or None."""
+    for _ in range(3):  # size() -> getitem -> view, or getattr -> getitem -> view
+        if len(size.users) != 1:
+            return None
+        (user,) = size.users
+        if static_batch_rewrite(user) is not None:
+            return user
+        size = user
+    return None
+
+
+_SIZE_CODES = ("unsupported-method", "unsupported-function", "getitem-non-tensor",
+               "dynamic-argument")
+"""The codes the nodes of `v.view(v.size(0), -1)` are rejected with without the rewrite."""
+
+
+def advise_rewrite(node: torch.fx.Node, reason: Rejection, rewrite: bool,
+                   refused: dict[str, Refusal],
+                   modules: Callable[[], dict[str, nn.Module]]) -> Rejection:
+    """The rejection of `node`, saying what `rewrite=True` would do about it: with the
+    rewrite off, a hint naming it where a rule applies here; with it on, for an in-place op
+    it could not rewrite, what would observe the overwrite. `modules()` gives the modules
+    by target (asked for only when needed: this runs for rejected nodes alone)."""
+    if reason.code == "inplace":
+        outcome = refused.get(node.name) if rewrite else inplace_rewrite(node, modules())
+        if isinstance(outcome, Refusal):
+            return Rejection(reason.code, f"{reason.reason}, and rewrite=True cannot make it "
+                                          f"out of place: {outcome.reason}", reason.hint)
+        if isinstance(outcome, Rewritten):
+            return Rejection(reason.code, reason.reason,
+                             f"{reason.hint}; or convert with rewrite=True, which makes it out "
+                             f"of place here ({outcome.why})")
+        return reason
+    if rewrite or reason.code not in _SIZE_CODES or node.op not in _CALLS:
+        return reason
+    view = node if static_batch_rewrite(node) is not None else static_batch_user(node)
+    if view is None:
+        return reason
+    return Rejection(reason.code, reason.reason,
+                     f"{reason.hint}; or convert with rewrite=True, which makes "
+                     f"{view.name!r} a static reshape")
+
+
+_CALLS = ("call_function", "call_method", "call_module")
+
+
+# --- in place ------------------------------------------------------------------------------
+def _inplace_spelling(node: torch.fx.Node, modules) -> str | None:
+    """The spelling of an in-place op at `node` (as the user wrote it), or None."""
+    if node.op == "call_method" and node.target in INPLACE_METHODS:
+        return f"Tensor.{node.target}"
+    if node.op == "call_function":
+        if node.target in INPLACE_FUNCTIONS:
+            return _name(node.target)
+        if node.target in INPLACE_FLAG_FUNCTIONS and _flag(node) is True:
+            return f"{_name(node.target)}(..., inplace=True)"
+    if node.op == "call_module":
+        module = modules.get(str(node.target))
+        if isinstance(module, INPLACE_FLAG_MODULES) and getattr(module, "inplace", False) is True:
+            return f"nn.{type(module).__name__}(inplace=True)"
+    return None
+
+
+def _flag(node: torch.fx.Node) -> object:
+    """The `inplace` argument of a call to one of `INPLACE_FLAG_FUNCTIONS`."""
+    if "inplace" in node.kwargs:
+        return node.kwargs["inplace"]
+    try:
+        names = list(inspect.signature(node.target).parameters)
+    except (TypeError, ValueError):
+        return None
+    index = names.index("inplace") if "inplace" in names else None
+    return node.args[index] if index is not None and index < len(node.args) else None
+
+
+def _observer(node: torch.fx.Node, order, modules) -> str:
+    """Why overwriting node.args[0] in place could be observed ("" when it cannot)."""
+    if not node.args or not isinstance(node.args[0], torch.fx.Node):
+        return "its operand is not a traced tensor"
+    target = node.args[0]
+    family = _memory_family(target, node, modules)
+    for member in sorted(family, key=order.__getitem__):
+        if member.op == "placeholder":
+            return f"it overwrites {target.name!r}, which is (a view of) the graph input " \
+                   f"{member.name!r}"
+        if member.op == "get_attr":
+            return f"it overwrites {target.name!r}, which is (a view of) the parameter or " \
+                   f"buffer {member.target!r}"
+    later = [(order[user], order[member], user, member) for member in family
+             for user in member.users if user is not node and order[user] > order[node]]
+    if not later:
+        return ""
+    _, _, user, member = min(later, key=lambda r: r[:2])  # the first reader names the problem
+    return f"it overwrites {target.name!r}, which node {user.name!r} reads afterwards" + (
+        "" if member is target else f" (through {member.name!r}, which shares its memory)")
+
+
+def _memory_family(start: torch.fx.Node, writer: torch.fx.Node, modules) -> set[torch.fx.Node]:
+    """Every node whose value may share memory with `start`'s: up through the inputs of any
+    op not known to return fresh memory, then down through the same kind of users (but not
+    through `writer`, the in-place op: its readers see the value its out-of-place form
+    gives)."""
+    roots, stack, seen = set(), [start], set()
+    while stack:  # up: to the nodes that own the memory
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        if node.op in ("placeholder", "get_attr") or _fresh(node, modules):
+            roots.add(node)
+        else:
+            stack.extend(node.all_input_nodes)
+    family, stack = set(), list(roots)
+    while stack:  # down: every value that may view those
+        node = stack.pop()
+        if node in family:
+            continue
+        family.add(node)
+        stack.extend(u for u in node.users
+                     if u is not writer and u.op != "output" and not _fresh(u, modules))
+    return family
+
+
+def _fresh(node: torch.fx.Node, modules) -> bool:
+    """True when the node's value is certainly new memory."""
+    if node.op == "call_function":
+        return node.target in FRESH_FUNCTIONS and not (
+            node.target in INPLACE_FLAG_FUNCTIONS and _flag(node) is True)
+    if node.op == "call_method":
+        return node.target in FRESH_METHODS
+    if node.op == "call_module":
+        module = modules.get(str(node.target))
+        return isinstance(module, FRESH_MODULES) and not getattr(module, "inplace", False)
+    return False
+
+
+def _make_out_of_place(node: torch.fx.Node, modules) -> None:
+    if node.op == "call_method":
+        node.target = INPLACE_METHODS[node.target]
+    elif node.op == "call_function" and node.target in INPLACE_FUNCTIONS:
+        node.target = INPLACE_FUNCTIONS[node.target]
+    elif node.op == "call_function":
+        if "inplace" in node.kwargs:
+            node.kwargs = {**node.kwargs, "inplace": False}
+        else:
+            index = list(inspect.signature(node.target).parameters).index("inplace")
+            node.args = (*node.args[:index], False, *node.args[index + 1:])
+    else:  # call_module: the user's module stays as it is; NCET calls a copy of its own
+        private = copy.copy(modules[str(node.target)])  # shares parameters; no state to write
+        private.inplace = False
+        node.meta[PRIVATE_MODULE] = private
+
+
+# --- static batch ----------------------------------------------------------------------------
+def _sizes(node: torch.fx.Node) -> list:
+    """The sizes a view/reshape node asks for, packed (`view((n, -1))`) or not."""
+    packed = len(node.args) == 2 and isinstance(node.args[1], (tuple, list))
+    return list(node.args[1] if packed else node.args[1:])
+
+
+def _batch_slot(node: torch.fx.Node) -> torch.fx.Node:
+    return _sizes(node)[0]
+
+
+def _erase_unused(node: torch.fx.Node) -> None:
+    """Erase `node` and then each of its inputs that nothing else uses (the size chain a
+    static reshape no longer reads); nothing else in the graph is touched."""
+    if node.users or node.op not in ("call_method", "call_function"):
+        return
+    inputs = node.all_input_nodes
+    node.graph.erase_node(node)
+    for used in inputs:
+        if used.op != "placeholder" and used.target in ("size", getattr, operator.getitem):
+            _erase_unused(used)
+
+
+def _is_leading_size_of(size: object, tensor: object) -> bool:
+    """True for a node computing `tensor.size(0)`, `tensor.size()[0]` or `tensor.shape[0]`
+    that nothing else uses."""
+    if not isinstance(size, torch.fx.Node) or len(size.users) != 1:
+        return False
+    if size.op == "call_method" and size.target == "size":
+        return size.args[:1] == (tensor,) and (size.args[1:] == (0,)
+                                                or size.kwargs == {"dim": 0})
+    if size.op == "call_function" and size.target is operator.getitem and size.args[1] == 0:
+        whole = size.args[0]
+        if not isinstance(whole, torch.fx.Node) or whole.args[:1] != (tensor,):
+            return False
+        return (whole.op == "call_method" and whole.target == "size" and len(whole.args) == 1
+                and not whole.kwargs) or (whole.op == "call_function" and whole.target is getattr
+                                          and whole.args[1] == "shape")
+    return False
+
+
+def _size_spelling(size: torch.fx.Node) -> str:
+    tensor = size.args[0].args[0] if size.op == "call_function" else size.args[0]
+    if size.op == "call_method":
+        return f"{tensor.name}.size(0)"
+    whole = size.args[0]
+    return f"{tensor.name}.shape[0]" if whole.op == "call_function" else \
+        f"{tensor.name}.size()[0]"
+
+
+def _name(target: object) -> str:
+    module = getattr(target, "__module__", "") or ""
+    prefix = "F" if module == "torch.nn.functional" else "torch"
+    return f"{prefix}.{getattr(target, '__name__', repr(target))}"

@@ -1,0 +1,292 @@
+"""The opt-in rewrite rules (ncet/frontend/rewrites.py) on FX graphs: each rewritten graph
+computes what the eager model computes, bit for bit, at two batch sizes; each refusal names
+what would observe the in-place write."""
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import ncet
+from ncet.frontend.rewrites import (
+    PRIVATE_MODULE,
+    RULE_INPLACE,
+    RULE_STATIC_BATCH,
+    rewrite_graph,
+)
+
+
+def _rewrite(model: nn.Module):
+    traced = torch.fx.symbolic_trace(copy.deepcopy(model))
+    rewritten, refused = rewrite_graph(traced.graph, dict(traced.named_modules()))
+    for node in traced.graph.nodes:  # run NCET's private copies, as the frontend does
+        if PRIVATE_MODULE in node.meta:
+            traced.add_submodule(f"private_{node.name}", node.meta[PRIVATE_MODULE])
+            node.target = f"private_{node.name}"
+    traced.recompile()
+    return traced, rewritten, refused
+
+
+def _same_as_eager(model: nn.Module, traced: torch.fx.GraphModule, shape) -> None:
+    for batch in (2, 3):
+        x = torch.randn(batch, *shape, generator=torch.Generator().manual_seed(batch))
+        assert torch.equal(traced(x.clone()), model(x.clone()))
+
+
+class InplaceModule(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.act = nn.Linear(4, 4), nn.ReLU(inplace=True)
+
+    def forward(self, x):
+        return self.fc(self.act(self.fc(x)))
+
+
+class InplaceMethod(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x).relu_()
+        return y.add_(1.0).mul_(2.0)
+
+
+class InplaceFunction(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return F.leaky_relu(F.relu(self.fc(x), inplace=True), 0.1, True) + torch.relu_(self.fc(x))
+
+
+class FlattenBySize(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
+
+    def forward(self, x):
+        y = self.conv(x)
+        a = y.view(y.size(0), -1)
+        b = a.view((a.size()[0], -1))
+        return b.reshape(b.shape[0], 2, 16)
+
+
+class SharedInplaceModule(nn.Module):
+    """One nn.ReLU(True) called three times (as in a TRADES-style CNN)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc1, self.fc2, self.act = nn.Linear(4, 4), nn.Linear(4, 4), nn.ReLU(True)
+
+    def forward(self, x):
+        return self.act(self.fc2(self.act(self.fc1(self.act(self.fc1(x))))))
+
+
+REWRITTEN = [
+    # model, per-sample shape, {node: rule}
+    (InplaceModule(), (4,), {"act": RULE_INPLACE}),
+    (InplaceMethod(), (4,), {"relu_": RULE_INPLACE, "add_": RULE_INPLACE, "mul_": RULE_INPLACE}),
+    (InplaceFunction(), (4,), {"relu": RULE_INPLACE, "leaky_relu": RULE_INPLACE,
+                                "relu_": RULE_INPLACE}),
+    (SharedInplaceModule(), (4,), {"act": RULE_INPLACE, "act_1": RULE_INPLACE,
+                                   "act_2": RULE_INPLACE}),
+    (FlattenBySize(), (1, 6, 6), {"view": RULE_STATIC_BATCH, "view_1": RULE_STATIC_BATCH,
+                                  "reshape": RULE_STATIC_BATCH}),
+]
+
+
+@pytest.mark.parametrize("model, shape, rules", REWRITTEN,
+                         ids=[type(m).__name__ for m, _, _ in REWRITTEN])
+def test_rewritten_graphs_compute_what_the_model_computes(model, shape, rules):
+    model.eval()
+    traced, rewritten, refused = _rewrite(model)
+    assert not refused
+    assert {name: r.rule for name, r in rewritten.items()} == rules
+    _same_as_eager(model, traced, shape)
+    for node in traced.graph.nodes:  # nothing in place, no size left
+        assert not (node.op == "call_method" and str(node.target).endswith("_"))
+        assert node.kwargs.get("inplace") in (None, False)
+        assert not (node.op == "call_method" and node.target == "size")
+
+
+class ReadThroughFlatten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)
+        v = torch.flatten(y, 1)  # may be a view of y
+        y.relu_()
+        return v + 1
+
+
+class ReadAfter(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        z = y.relu_()
+        return z + y  # y is read after its overwrite (eager sees relu(y) twice)
+
+
+class ReadThroughView(nn.Module):
+    def forward(self, x):
+        y = x * 2
+        v = y.view(-1)
+        y.relu_()
+        return v.sum() + y.sum()
+
+
+class WritesInput(nn.Module):
+    def forward(self, x):
+        return x.relu_()
+
+
+class WritesParameter(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return x + self.w.view(1, 4).mul_(2.0)
+
+
+class SizeUsedArithmetically(nn.Module):
+    def forward(self, x):
+        return x.view(x.size(0) * 2, -1)
+
+
+class TwoInferredSizes(nn.Module):
+    def forward(self, x):  # view(-1, 2, -1) would infer two sizes: not static
+        return x.view(x.size(0), 2, -1)
+
+
+REFUSED = [
+    (ReadAfter(), "relu_", "which node 'add' reads afterwards"),
+    (ReadThroughView(), "relu_", "through 'view', which shares its memory"),
+    (ReadThroughFlatten(), "relu_", "through 'flatten', which shares its memory"),
+    (WritesInput(), "relu_", "the graph input 'x'"),
+    (WritesParameter(), "mul_", "the parameter or buffer 'w'"),
+]
+
+
+@pytest.mark.parametrize("model, node, reason", REFUSED,
+                         ids=[type(m).__name__ for m, _, _ in REFUSED])
+def test_inplace_ops_that_could_be_observed_are_refused(model, node, reason):
+    traced, rewritten, refused = _rewrite(model)
+    assert node in refused and reason in refused[node].reason
+    assert node not in rewritten
+    assert any(n.name == node and n.target == node for n in traced.graph.nodes)
+
+
+@pytest.mark.parametrize("model", [SizeUsedArithmetically(), TwoInferredSizes()],
+                         ids=["arithmetic", "two-inferred"])
+def test_a_size_used_other_than_as_the_batch_slot_is_left_alone(model):
+    traced, rewritten, _ = _rewrite(model)
+    assert not rewritten
+    assert [n.target for n in traced.graph.nodes if n.op == "call_method"] == ["size", "view"]
+
+
+def test_the_users_model_is_not_changed():
+    model = InplaceModule()
+    traced = torch.fx.symbolic_trace(model)  # shares the model's submodules
+    rewrite_graph(traced.graph, dict(traced.named_modules()))
+    assert model.act.inplace is True and traced.act is model.act
+    private = next(n.meta[PRIVATE_MODULE] for n in traced.graph.nodes if n.name == "act")
+    assert private is not model.act and private.inplace is False
+
+
+# --- through convert and diagnose ---------------------------------------------------------------
+class TorchvisionStyle(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.relu = nn.Conv2d(1, 2, 3), nn.ReLU(inplace=True)
+        self.fc = nn.Linear(32, 3)
+
+    def forward(self, x):
+        out = self.relu(self.conv(x))
+        return self.fc(out.view(out.size(0), -1))
+
+
+def test_by_default_the_rejections_name_rewrite_true_where_it_applies():
+    report = ncet.diagnose(TorchvisionStyle().eval(), (1, 6, 6))
+    assert [(r.fx_name, r.code) for r in report.errors] == [
+        ("relu", "inplace"), ("size", "unsupported-method"), ("view", "dynamic-argument")]
+    for row in report.errors:
+        assert "rewrite=True" in row.hint, row.hint
+    assert all(not row.rewrite for row in report.rows)
+
+
+def test_with_rewrite_true_the_model_converts_and_each_rewritten_row_names_its_rule():
+    model = TorchvisionStyle().eval()
+    report = ncet.diagnose(model, (1, 6, 6), rewrite=True)
+    assert report.ok
+    rules = {r.fx_name: r.rewrite for r in report.rows if r.rewrite}
+    assert set(rules) == {"relu", "view"}
+    assert rules["relu"].startswith(f"{RULE_INPLACE}: nn.ReLU(inplace=True), safe because")
+    assert rules["view"].startswith(f"{RULE_STATIC_BATCH}: Tensor.view(relu.size(0), -1)")
+    assert [n.op_type for n in report.graph.nodes] == [
+        "Input", "Conv2d", "ReLU", "Flatten", "Linear", "Output"]
+    assert model.relu.inplace is True  # the user's module is as it was
+    assert ncet.check_exactness(model, report.graph).ok
+
+
+def test_with_rewrite_true_a_refused_inplace_op_names_its_later_reader():
+    report = ncet.diagnose(ReadAfter(), (4,), rewrite=True)
+    (error,) = report.errors
+    assert error.code == "inplace" and "which node 'add' reads afterwards" in error.message
+    default = ncet.diagnose(ReadAfter(), (4,))
+    assert "rewrite=True cannot make it out of place" in default.errors[0].message
+
+
+def test_rewrite_must_be_a_bool():
+    with pytest.raises(TypeError, match="rewrite must be True or False"):
+        ncet.convert(TorchvisionStyle(), (1, 6, 6), rewrite="yes")
+
+
+class DefaultedFlags(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, init_lambda=False, mask=None, scale=2.0):
+        if init_lambda:
+            x = x * 0
+        if mask is not None:
+            x = x * mask
+        return self.fc(x) * scale
+
+
+def test_forward_parameters_with_defaults_are_bound_to_them():
+    model = DefaultedFlags().eval()
+    ir = ncet.convert(model, (4,))
+    assert [n.op_type for n in ir.nodes] == ["Input", "Linear", "ElementwiseAffine", "Output"]
+    assert ncet.check_exactness(model, ir).ok  # against model(x), the defaults in force
+    x = torch.randn(3, 4)
+    assert torch.allclose(ncet.evaluate(ir, x).float(), model(x), atol=1e-6)
+
+
+def test_the_command_line_and_the_workbench_take_rewrite(tmp_path, monkeypatch):
+    from ncet.cli import main
+
+    (tmp_path / "tv_nets.py").write_text(
+        "from torch import nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc, self.relu = nn.Linear(4, 4), nn.ReLU(inplace=True)\n"
+        "    def forward(self, x):\n"
+        "        return self.relu(self.fc(x))\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.path", list(__import__("sys").path))
+    assert main(["inspect", "tv_nets.py:Net", "--input-shape", "4", "--eval"]) == 1
+    assert main(["inspect", "tv_nets.py:Net", "--input-shape", "4", "--eval",
+                 "--rewrite"]) == 0
+    from ncet import widgets
+
+    bench = widgets.Workbench(TorchvisionStyle().eval(), (1, 6, 6), rewrite=True)
+    assert bench.report.ok
+    __import__("sys").modules.pop("tv_nets", None)
