@@ -62,7 +62,7 @@ PADDING_MODES = ("zeros", "reflect", "replicate", "circular")
 # >= 0; ("axes",) a non-empty strictly
 # increasing list of ints >= 0; ("permutation",) the ints 0..n-1 in some order; ("index",)
 # entries that are ints >= 0, [start, stop, step] with 0 <= start <= stop and step >= 1, or
-# null. Rules that relate attributes to each other or to shapes sit in ncet/format/consistency.py.
+# null. Rules that relate attributes to each other or to shapes sit in ncet/format/meaning_rules.py.
 ATTR_RULES: Mapping[str, Mapping[str, tuple]] = MappingProxyType({
     "Input": {"index": ("at least", 0)},
     "Conv2d": {"stride": ("ints", 2, 1), "padding": ("ints", 4, 0), "dilation": ("ints", 2, 1),

@@ -73,12 +73,23 @@ def test_memory_child_imports_as_a_package():
     assert mib == 1.5
 
 
-@pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py"])
+@pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py", "rewrite.py"])
 def test_runs_as_a_script(script):
     # benchmarks/ itself, not the repository root, is on sys.path: the memory import must work
     out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", script), "--help"],
                          capture_output=True, text=True, cwd="/", check=True)
     assert "usage:" in out.stdout
+
+
+def test_rewrite_script_writes_both_comparisons(tmp_path):
+    from benchmarks import rewrite
+
+    out = tmp_path / "rewrite.json"
+    assert rewrite.main(["--nodes", "41", "--repeats", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert result["fx_nodes"] == 41
+    for key in ("no_rewrites", "every_relu_in_place"):
+        assert result[key]["ratio"] > 0
 
 
 # (nodes, width, samples): a shallow MLP, and one deep enough that the end-to-end radii leave

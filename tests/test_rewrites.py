@@ -21,6 +21,7 @@ from ncet.frontend.rewrites import (
 def _rewrite(model: nn.Module):
     traced = torch.fx.symbolic_trace(copy.deepcopy(model))
     rewritten, refused = rewrite_graph(traced.graph, dict(traced.named_modules()))
+    traced.graph.lint()  # a well-formed graph, every node's inputs before it
     for node in traced.graph.nodes:  # run NCET's private copies, as the frontend does
         if PRIVATE_MODULE in node.meta:
             traced.add_submodule(f"private_{node.name}", node.meta[PRIVATE_MODULE])
@@ -290,3 +291,102 @@ def test_the_command_line_and_the_workbench_take_rewrite(tmp_path, monkeypatch):
     bench = widgets.Workbench(TorchvisionStyle().eval(), (1, 6, 6), rewrite=True)
     assert bench.report.ok
     __import__("sys").modules.pop("tv_nets", None)
+
+
+
+# --- found by review: a rule whose premise fails for one node is refused there -----------------
+class ReadsWhatItOverwrites(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        h = self.fc(x)
+        return h.add_(h[:, :1])
+
+
+class PromotesInPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.register_buffer("b", torch.ones(4, dtype=torch.float64))
+
+    def forward(self, x):
+        return self.fc(x).add_(self.b)  # stays float32 in place; x + b would be float64
+
+
+class BroadcastsInPlace(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc, self.fc2 = nn.Linear(4, 1), nn.Linear(4, 3)
+
+    def forward(self, x):
+        return self.fc(x).add_(self.fc2(x))  # fails eagerly: cannot broadcast into (N, 1)
+
+
+class ViewsNonContiguous(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
+
+    def forward(self, x):
+        y = self.conv(x).permute(0, 2, 3, 1)
+        return y.view(y.size(0), -1)  # fails eagerly: flatten(1) would not
+
+
+class OneDimensionalView(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.fc(x)[:, 0]
+        return y.view(y.size(0), -1)  # (N, 1): flatten(1) would fail
+
+
+PREMISE_FAILS = [
+    (ReadsWhatItOverwrites(), (4,), "inplace", "shares its memory"),
+    (PromotesInPlace(), (4,), "inplace", "as written it gives torch.float32"),
+    (BroadcastsInPlace(), (4,), "inplace", "as written it fails on the example inputs"),
+    (ViewsNonContiguous(), (1, 6, 6), "dynamic-argument", "as written it fails"),
+    (OneDimensionalView(), (4,), "dynamic-argument", "rewrite=True cannot apply"),
+]
+
+
+@pytest.mark.parametrize("model, shape, code, reason", PREMISE_FAILS,
+                         ids=[type(m).__name__ for m, *_ in PREMISE_FAILS])
+def test_a_rewrite_whose_premise_fails_for_the_node_is_refused(model, shape, code, reason):
+    report = ncet.diagnose(model.eval(), shape, rewrite=True)
+    assert not report.ok
+    assert any(e.code == code and reason in e.message for e in report.errors), [
+        (e.code, e.message) for e in report.errors]
+
+
+class StatefulDefault(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x, state=torch.zeros(4)):  # noqa: B008 (the point of the test)
+        state.add_(1.0)
+        return self.fc(x) + state
+
+
+def test_a_mutable_default_is_not_bound_and_not_changed():
+    model = StatefulDefault()
+    default = StatefulDefault.forward.__defaults__[0]
+    before = default.clone()
+    report = ncet.diagnose(model, (4,))
+    assert [e.code for e in report.errors] == ["input-count"]
+    assert torch.equal(default, before)
+
+
+def test_default_hints_for_many_inplace_nodes_take_linear_time():
+    """The hint's alias analysis reuses one node order (found by review: it was rebuilt
+    per rejected node); 400 in-place ReLUs all get the hint."""
+    layers = []
+    for _ in range(200):
+        layers += [nn.Linear(4, 4), nn.ReLU(inplace=True)]
+    report = ncet.diagnose(nn.Sequential(*layers).eval(), (4,))
+    assert len(report.errors) == 200
+    assert all("rewrite=True" in e.hint for e in report.errors)

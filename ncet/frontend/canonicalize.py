@@ -17,11 +17,22 @@ from .context import Mapped, MissingShape, NodeContext, bind
 from .hooks import weight_hook_rejection
 from .report import ConversionReport, Row
 from .resolution import resolve
-from .rewrites import Refusal, Rewritten, advise_rewrite, rewrite_graph
+from .rewrites import (
+    RULE_INPLACE,
+    RULE_STATIC_BATCH,
+    Refusal,
+    Rewritten,
+    advise_rewrite,
+    check_rewrite,
+    rewrite_graph,
+)
 from .shape_propagation import NodeRecord, ShapePropagation
-from .trace import Traced, is_library_function, trace_model
+from .trace import Traced, is_library_function, submodule, trace_model
 from .trace_cache import record_trace
 from .walker import Walker
+
+_RULE_CODES = {RULE_INPLACE: "inplace", RULE_STATIC_BATCH: "dynamic-argument"}
+"""The code a node gets when its rule does not hold for it: that of the spelling as written."""
 
 
 def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
@@ -82,6 +93,7 @@ class _Walk:
                  rewritten: dict[str, Rewritten], refused: dict[str, Refusal], rewrite: bool):
         self.traced = traced
         self.rewritten, self.refused, self.rewrite = rewritten, refused, rewrite
+        self._positions: dict[torch.fx.Node, int] | None = None
         self.root = traced.root
         self.input_shapes = [tuple(int(d) for d in s) for s in input_shapes]
         self.shapes = ShapePropagation(self.input_shapes, dtype)
@@ -188,14 +200,25 @@ class _Walk:
                                                   self.lifter, resolved.module,
                                                   resolved.module_path))
         except Rejection as reason:
-            error = self._error(node, display, reason)
+            done = self.rewritten.get(node.name)
+            error = self._error(node, display, reason if done is None or rejection is not None
+                                else _unapplied(done, reason))
             status = "unsupported" if isinstance(error, UnsupportedOperatorError) else "boundary"
             return self._row(node, status, error=error, **context)
         except MissingShape:
             pass
-        if value.failure is not None:
-            return self._row(node, "boundary", error=self._error(node, display, value.failure),
-                             **context)
+        done = self.rewritten.get(node.name)
+        problem = value.failure
+        if done is not None and problem is None and not value.failed:
+            why = check_rewrite(node, done.rule, self._values, None if node.op != "call_module"
+                                else submodule(self.root, node.target))
+            problem = Rejection(_RULE_CODES[done.rule], why) if why else None
+        if done is not None and problem is not None:  # the rule does not hold for this node
+            problem = _unapplied(done, problem)
+        if problem is not None:
+            error = self._error(node, display, problem)
+            status = "unsupported" if isinstance(error, UnsupportedOperatorError) else "boundary"
+            return self._row(node, status, error=error, **context)
         if value.failed:
             return self._row(node, "skipped", message="not checked: a node it depends on failed "
                                                       "or was not run",
@@ -210,13 +233,21 @@ class _Walk:
                                            resolved.module_type))
         return self._row(node, "mapped", op_type=mapped.op_type, shape=value.shape, **context)
 
+    def _values(self, node: torch.fx.Node) -> tuple:
+        return self.records[node].values
+
+    def _order(self) -> dict[torch.fx.Node, int]:
+        if self._positions is None:
+            self._positions = {n: i for i, n in enumerate(self.traced.graph.nodes)}
+        return self._positions
+
     def _has_graph_input(self, node: torch.fx.Node) -> bool:
         return any(self.records[n].kind != "const" for n in node.all_input_nodes)
 
     # --- results --------------------------------------------------------------------
     def _error(self, node: torch.fx.Node, display: str, reason: Rejection) -> ConversionError:
         reason = advise_rewrite(node, reason, self.rewrite, self.refused,
-                                self.traced.call_modules)
+                                self.traced.call_modules, self._order)
         return make_error(reason.code, reason.reason, node=node.name, fx_op=node.op,
                           spelling=display, hint=reason.hint, location=_location(node),
                           source_text=_source_text(node))
@@ -239,6 +270,15 @@ class _Walk:
                 if kind.startswith("const") and name is not None and name not in used:
                     used[name] = self.lifter.tensor(name)
         return GraphIR(tuple(self.ir_nodes), used)
+
+
+def _unapplied(done: Rewritten, reason: Rejection) -> Rejection:
+    """The rejection of a rewritten node whose rule turned out not to hold for it, in terms
+    of the spelling as written."""
+    return Rejection(_RULE_CODES[done.rule], f"rewrite=True cannot apply {done.rule} to "
+                     f"{done.spelling} here: {reason.reason}",
+                     hint="write it out of place or with a static shape, as the hint for the "
+                          "spelling as written says (rewrite=False)")
 
 
 def _location(node: torch.fx.Node) -> str:

@@ -9,26 +9,27 @@ on the FX graph:
   form give the same value; they differ only in that the first overwrites its input. So the
   rewrite is safe exactly when nothing can observe the overwrite: the mutated tensor is not
   a graph input, a parameter or a buffer (nor a view of one), and neither it nor any tensor
-  that may share its memory is read after the op. "May share" is decided conservatively:
-  only the ops in `FRESH_FUNCTIONS`/`FRESH_METHODS`/`FRESH_MODULES` are known to return new
-  memory; every other op's result is taken to alias its tensor inputs. A call_module node
+  that may share its memory is read after the op (or by the op itself). "May share" is
+  decided conservatively, by frontend/aliasing.py. A call_module node
   keeps its target (the module is the user's, and is never changed); NCET calls a shallow
   copy of it with `inplace=False` instead, kept in `node.meta[PRIVATE_MODULE]`.
 * **size-dependent reshapes to static** (`RULE_STATIC_BATCH`): `x.size(0)`, `x.size()[0]`
   and `x.shape[0]` that flow only into the leading (batch) slot of a `view`/`reshape` become
   static: `v.view(n, -1)` becomes `v.flatten(1)`, `v.view(n, d1, ..., dk)` becomes
   `v.view(-1, d1, ..., dk)`, where `n` is the leading size of `v` itself. Both forms give the
-  same tensor whenever the original does (`-1` is inferred as that same leading size), and the
-  walk then checks the result at both batch sizes like every node. Any other use of a size
-  is left alone, and rejected as before.
+  same tensor whenever the original does (`-1` is inferred as that same leading size). Any
+  other use of a size is left alone, and rejected as before.
 
 `rewrite_graph(graph, modules)` applies both, in place, to a graph NCET owns, and returns a
 `Rewritten` record per changed node and a `Refusal` per in-place op it could not rewrite.
+Then the conversion walk runs each rewritten node's spelling *as written* on the example
+inputs too (`check_rewrite`): it must run and give the same dtype, shape and values, or the
+node is rejected; this is where a premise that the graph alone cannot show is checked (an
+in-place op keeps its operand's dtype and shape; the view it replaces is possible).
 """
 
 from __future__ import annotations
 
-import copy
 import inspect
 import operator
 from collections.abc import Callable
@@ -39,6 +40,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from ..errors import Rejection
+from .aliasing import inplace_flag, overwrite_observer
+
+ORIGINAL = "ncet_original"
+"""node.meta key of a rewritten node's form as traced: (op, target, args, kwargs), the size a
+static reshape dropped replaced by `LEADING` (see `check_rewrite`)."""
+
+LEADING = object()
+"""Stands for "the viewed tensor's own leading size" in a static reshape's original form."""
 
 PRIVATE_MODULE = "ncet_private_module"
 """node.meta key of the module NCET calls instead of the user's (an out-of-place copy)."""
@@ -58,53 +67,27 @@ RULES: dict[str, str] = {
 
 INPLACE_METHODS: dict[str, str] = {
     "relu_": "relu", "add_": "add", "sub_": "sub", "mul_": "mul", "div_": "div",
-    "clamp_": "clamp", "clamp_min_": "clamp_min", "clamp_max_": "clamp_max", "neg_": "neg",
-    "abs_": "abs", "exp_": "exp", "sigmoid_": "sigmoid", "tanh_": "tanh",
     "unsqueeze_": "unsqueeze", "squeeze_": "squeeze", "transpose_": "transpose",
-    "t_": "t",
 }
-"""In-place tensor methods and their out-of-place twins (same arguments, same value)."""
+"""In-place tensor methods and their out-of-place twins (same arguments, same value), for
+the twins NCET maps (others stay rejected as in-place forms: a rewrite would only trade
+one rejection for another)."""
 
 INPLACE_FUNCTIONS: dict[object, object] = {
     torch.relu_: torch.relu, F.relu_: F.relu, F.leaky_relu_: F.leaky_relu,
 }
 """In-place functions and their out-of-place twins."""
 
-INPLACE_FLAG_FUNCTIONS = (F.relu, F.leaky_relu, F.hardtanh, F.relu6, F.elu, F.dropout,
-                          F.alpha_dropout, F.dropout1d, F.dropout2d, F.dropout3d, F.threshold)
-"""Functions with an `inplace=` argument: out of place with `inplace=False`."""
+INPLACE_FLAG_FUNCTIONS = (F.relu, F.leaky_relu, F.dropout, F.dropout1d, F.dropout2d,
+                          F.dropout3d)
+"""Functions with an `inplace=` argument NCET maps: out of place with `inplace=False`."""
 
-INPLACE_FLAG_MODULES = (nn.ReLU, nn.LeakyReLU, nn.ReLU6, nn.Hardtanh, nn.ELU, nn.Threshold,
-                        nn.Dropout, nn.Dropout1d, nn.Dropout2d, nn.Dropout3d, nn.AlphaDropout)
-"""Modules with an `inplace` attribute."""
+INPLACE_FLAG_MODULES = (nn.ReLU, nn.LeakyReLU, nn.Dropout, nn.Dropout1d, nn.Dropout2d,
+                        nn.Dropout3d)
+"""Modules with an `inplace` attribute NCET maps."""
 
 _VIEW_METHODS = ("view", "reshape")
 _SIZE_SOURCES = ("size", "shape")
-
-FRESH_FUNCTIONS = frozenset({
-    operator.add, operator.sub, operator.mul, operator.truediv, operator.neg, operator.matmul,
-    torch.add, torch.sub, torch.mul, torch.div, torch.relu, torch.cat, torch.matmul,
-    torch.sigmoid, torch.tanh, torch.clamp, torch.abs, torch.neg, torch.exp,
-    torch.max_pool2d, torch.conv2d, torch.conv1d,
-    F.relu, F.leaky_relu, F.linear, F.conv1d, F.conv2d, F.max_pool1d, F.max_pool2d,
-    F.avg_pool1d, F.avg_pool2d, F.adaptive_avg_pool2d, F.adaptive_avg_pool1d, F.batch_norm,
-    F.hardtanh, F.relu6, F.elu, F.sigmoid, F.tanh,
-})
-"""Functions whose result is always new memory (never a view of, or the same tensor as, an
-input). F.relu & co. only when not in place: `_fresh` checks the flag."""
-
-FRESH_METHODS = frozenset({
-    "add", "sub", "mul", "div", "relu", "neg", "abs", "exp", "sigmoid", "tanh", "clamp",
-    "clamp_min", "clamp_max", "matmul", "mean", "sum", "clone",
-})
-"""Tensor methods whose result is always new memory."""
-
-FRESH_MODULES = (nn.Linear, nn.Conv1d, nn.Conv2d, nn.BatchNorm1d, nn.BatchNorm2d,
-                 nn.MaxPool1d, nn.MaxPool2d, nn.AvgPool1d, nn.AvgPool2d,
-                 nn.AdaptiveAvgPool1d, nn.AdaptiveAvgPool2d, nn.ReLU, nn.LeakyReLU,
-                 nn.Sigmoid, nn.Tanh, nn.ReLU6, nn.Hardtanh, nn.ELU)
-"""Modules whose forward always returns new memory (activations only when not in place)."""
-
 
 @dataclass(frozen=True)
 class Rewritten:
@@ -130,7 +113,7 @@ def rewrite_graph(graph: torch.fx.Graph, modules: dict[str, nn.Module]
     """Apply the rewrite rules to `graph` (NCET's own copy), in place.
 
     Args:
-        graph: The traced graph; changed in place, then linted.
+        graph: The traced graph; changed in place.
         modules: Submodule path -> module, for the call_module nodes.
 
     Returns:
@@ -144,20 +127,22 @@ def rewrite_graph(graph: torch.fx.Graph, modules: dict[str, nn.Module]
         if isinstance(outcome, Refusal):
             refused[node.name] = outcome
         elif outcome is not None:
+            node.meta[ORIGINAL] = (node.op, node.target, node.args, dict(node.kwargs))
             _make_out_of_place(node, modules)
             rewritten[node.name] = outcome
     for node in list(graph.nodes):
         outcome = static_batch_rewrite(node)
         if outcome is not None:
             size = _batch_slot(node)
+            node.meta[ORIGINAL] = (node.op, node.target, _with_leading(node.args, size),
+                                   dict(node.kwargs))
             if outcome.spelling.endswith(", -1)"):
                 node.target, node.args, node.kwargs = "flatten", (node.args[0], 1), {}
             else:
                 node.args = (node.args[0], -1, *_sizes(node)[1:])
             _erase_unused(size)
             rewritten[node.name] = outcome
-    graph.lint()
-    return rewritten, refused
+    return rewritten, refused  # tests/test_rewrites.py lints every rewritten graph
 
 
 def inplace_rewrite(node: torch.fx.Node, modules: dict[str, nn.Module],
@@ -170,7 +155,7 @@ def inplace_rewrite(node: torch.fx.Node, modules: dict[str, nn.Module],
         return None
     if order is None:
         order = {n: i for i, n in enumerate(node.graph.nodes)}
-    obstacle = _observer(node, order, modules)
+    obstacle = overwrite_observer(node, order, modules)
     if obstacle:
         return Refusal(node.name, spelling, obstacle)
     return Rewritten(node.name, RULE_INPLACE, spelling, (
@@ -215,14 +200,16 @@ _SIZE_CODES = ("unsupported-method", "unsupported-function", "getitem-non-tensor
 
 
 def advise_rewrite(node: torch.fx.Node, reason: Rejection, rewrite: bool,
-                   refused: dict[str, Refusal],
-                   modules: Callable[[], dict[str, nn.Module]]) -> Rejection:
+                   refused: dict[str, Refusal], modules: Callable[[], dict[str, nn.Module]],
+                   order: Callable[[], dict[torch.fx.Node, int]]) -> Rejection:
     """The rejection of `node`, saying what `rewrite=True` would do about it: with the
     rewrite off, a hint naming it where a rule applies here; with it on, for an in-place op
     it could not rewrite, what would observe the overwrite. `modules()` gives the modules
-    by target (asked for only when needed: this runs for rejected nodes alone)."""
+    by target and `order()` node -> position (asked for only when needed: this runs for
+    rejected nodes alone)."""
     if reason.code == "inplace":
-        outcome = refused.get(node.name) if rewrite else inplace_rewrite(node, modules())
+        outcome = refused.get(node.name) if rewrite else \
+            inplace_rewrite(node, modules(), order())
         if isinstance(outcome, Refusal):
             return Rejection(reason.code, f"{reason.reason}, and rewrite=True cannot make it "
                                           f"out of place: {outcome.reason}", reason.hint)
@@ -252,86 +239,13 @@ def _inplace_spelling(node: torch.fx.Node, modules) -> str | None:
     if node.op == "call_function":
         if node.target in INPLACE_FUNCTIONS:
             return _name(node.target)
-        if node.target in INPLACE_FLAG_FUNCTIONS and _flag(node) is True:
+        if node.target in INPLACE_FLAG_FUNCTIONS and inplace_flag(node) is True:
             return f"{_name(node.target)}(..., inplace=True)"
     if node.op == "call_module":
         module = modules.get(str(node.target))
         if isinstance(module, INPLACE_FLAG_MODULES) and getattr(module, "inplace", False) is True:
             return f"nn.{type(module).__name__}(inplace=True)"
     return None
-
-
-def _flag(node: torch.fx.Node) -> object:
-    """The `inplace` argument of a call to one of `INPLACE_FLAG_FUNCTIONS`."""
-    if "inplace" in node.kwargs:
-        return node.kwargs["inplace"]
-    try:
-        names = list(inspect.signature(node.target).parameters)
-    except (TypeError, ValueError):
-        return None
-    index = names.index("inplace") if "inplace" in names else None
-    return node.args[index] if index is not None and index < len(node.args) else None
-
-
-def _observer(node: torch.fx.Node, order, modules) -> str:
-    """Why overwriting node.args[0] in place could be observed ("" when it cannot)."""
-    if not node.args or not isinstance(node.args[0], torch.fx.Node):
-        return "its operand is not a traced tensor"
-    target = node.args[0]
-    family = _memory_family(target, node, modules)
-    for member in sorted(family, key=order.__getitem__):
-        if member.op == "placeholder":
-            return f"it overwrites {target.name!r}, which is (a view of) the graph input " \
-                   f"{member.name!r}"
-        if member.op == "get_attr":
-            return f"it overwrites {target.name!r}, which is (a view of) the parameter or " \
-                   f"buffer {member.target!r}"
-    later = [(order[user], order[member], user, member) for member in family
-             for user in member.users if user is not node and order[user] > order[node]]
-    if not later:
-        return ""
-    _, _, user, member = min(later, key=lambda r: r[:2])  # the first reader names the problem
-    return f"it overwrites {target.name!r}, which node {user.name!r} reads afterwards" + (
-        "" if member is target else f" (through {member.name!r}, which shares its memory)")
-
-
-def _memory_family(start: torch.fx.Node, writer: torch.fx.Node, modules) -> set[torch.fx.Node]:
-    """Every node whose value may share memory with `start`'s: up through the inputs of any
-    op not known to return fresh memory, then down through the same kind of users (but not
-    through `writer`, the in-place op: its readers see the value its out-of-place form
-    gives)."""
-    roots, stack, seen = set(), [start], set()
-    while stack:  # up: to the nodes that own the memory
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        if node.op in ("placeholder", "get_attr") or _fresh(node, modules):
-            roots.add(node)
-        else:
-            stack.extend(node.all_input_nodes)
-    family, stack = set(), list(roots)
-    while stack:  # down: every value that may view those
-        node = stack.pop()
-        if node in family:
-            continue
-        family.add(node)
-        stack.extend(u for u in node.users
-                     if u is not writer and u.op != "output" and not _fresh(u, modules))
-    return family
-
-
-def _fresh(node: torch.fx.Node, modules) -> bool:
-    """True when the node's value is certainly new memory."""
-    if node.op == "call_function":
-        return node.target in FRESH_FUNCTIONS and not (
-            node.target in INPLACE_FLAG_FUNCTIONS and _flag(node) is True)
-    if node.op == "call_method":
-        return node.target in FRESH_METHODS
-    if node.op == "call_module":
-        module = modules.get(str(node.target))
-        return isinstance(module, FRESH_MODULES) and not getattr(module, "inplace", False)
-    return False
 
 
 def _make_out_of_place(node: torch.fx.Node, modules) -> None:
@@ -346,8 +260,9 @@ def _make_out_of_place(node: torch.fx.Node, modules) -> None:
             index = list(inspect.signature(node.target).parameters).index("inplace")
             node.args = (*node.args[:index], False, *node.args[index + 1:])
     else:  # call_module: the user's module stays as it is; NCET calls a copy of its own
-        private = copy.copy(modules[str(node.target)])  # shares parameters; no state to write
-        private.inplace = False
+        module = modules[str(node.target)]
+        private = object.__new__(type(module))  # a shallow copy (as copy.copy, but faster):
+        private.__dict__.update(module.__dict__, inplace=False)  # nothing to write but this
         node.meta[PRIVATE_MODULE] = private
 
 
@@ -405,3 +320,58 @@ def _name(target: object) -> str:
     module = getattr(target, "__module__", "") or ""
     prefix = "F" if module == "torch.nn.functional" else "torch"
     return f"{prefix}.{getattr(target, '__name__', repr(target))}"
+
+
+def _with_leading(args: tuple, size: torch.fx.Node) -> tuple:
+    """`args` with the node `size` replaced by `LEADING` (also inside a packed shape)."""
+    def swap(a):
+        if a is size:
+            return LEADING
+        return type(a)(swap(x) for x in a) if isinstance(a, (tuple, list)) else a
+    return tuple(swap(a) for a in args)
+
+
+# --- checking a rewrite on the example inputs ---------------------------------------------------
+def check_rewrite(node: torch.fx.Node, rule: str, values: Callable[[torch.fx.Node], tuple],
+                  module: nn.Module | None) -> str:
+    """Why the rewritten `node` does not give, on the example inputs, exactly what the
+    spelling as written gives ("" when it does): the original form runs on the values of
+    its operands at each batch size (an in-place op on a copy of its operand; `module` is the
+    user's module for a call_module node) and must succeed and give the same dtype and shape
+    at each, and the same values at the first (the second may come from fake tensors).
+    This is what makes a rule's premises hold for this node: the in-place op keeps its
+    operand's dtype and shape (no type promotion, no broadcasting into it), reads nothing it
+    overwrites, and the view it replaces is possible."""
+    op, target, args, kwargs = node.meta[ORIGINAL]
+    for index, result in enumerate(values(node)):
+        a = torch.fx.node.map_arg(args, lambda n, i=index: values(n)[i])
+        k = torch.fx.node.map_arg(kwargs, lambda n, i=index: values(n)[i])
+        if rule == RULE_STATIC_BATCH:
+            a = _filled(a, a[0].shape[0])
+        elif isinstance(a[0], torch.Tensor):
+            a = (a[0].clone(), *a[1:])
+        try:
+            if op == "call_module":
+                expected = module.forward(*a, **k)
+            elif op == "call_method":
+                expected = getattr(a[0], target)(*a[1:], **k)
+            else:
+                expected = target(*a, **k)
+        except Exception as exc:  # the model's own spelling fails where the rewrite runs
+            first = (str(exc).strip().splitlines() or [""])[0][:160]
+            return f"as written it fails on the example inputs ({type(exc).__name__}: {first})"
+        if not (isinstance(expected, torch.Tensor) and isinstance(result, torch.Tensor)):
+            return "as written it does not give a tensor"
+        if expected.dtype != result.dtype or expected.shape != result.shape:
+            return (f"as written it gives {expected.dtype} {list(expected.shape)}, rewritten "
+                    f"{result.dtype} {list(result.shape)}")
+        if index == 0 and not bool(((expected == result) | (expected.isnan() & result.isnan()))
+                                   .all()):
+            return "as written it gives other values (it reads what it overwrites)"
+    return ""
+
+
+def _filled(args, leading: int):
+    if isinstance(args, (tuple, list)):
+        return type(args)(_filled(a, leading) for a in args)
+    return leading if args is LEADING else args

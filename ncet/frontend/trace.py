@@ -250,18 +250,50 @@ class Traced:
         """The module a call_module node calls: NCET's private out-of-place copy when a
         rewrite made one (rewrites.PRIVATE_MODULE), else the submodule of `root`."""
         private = node.meta.get(PRIVATE_MODULE)
-        return private if private is not None else self.root.get_submodule(node.target)
+        return private if private is not None else submodule(self.root, node.target)
 
-    def call_modules(self) -> dict[str, nn.Module]:
-        """The submodules the graph's call_module nodes call, by target."""
-        return {str(n.target): self.root.get_submodule(n.target) for n in self.graph.nodes
-                if n.op == "call_module"}
+    def call_modules(self) -> Mapping[str, nn.Module]:
+        """The submodules of `root` by target, looked up when first asked for (a rewrite
+        pass asks only for the modules of the nodes it looks at closely)."""
+        return _Submodules(self.root)
 
     def user_path(self, target: str) -> str:
         """The qualified name in the user's model of a GraphModule attribute path."""
         if not self.wrapped_leaf:
             return target
         return target.removeprefix(_ROOT_ATTR).removeprefix(".")
+
+
+def submodule(root: nn.Module, target: str) -> nn.Module:
+    """`root.get_submodule(target)`, through the `_modules` dicts (about 20 times faster
+    than nn.Module's own lookup, which a conversion makes once per call_module node)."""
+    module = root
+    try:
+        for part in target.split("."):
+            module = module._modules[part]
+    except (KeyError, AttributeError, TypeError):
+        return root.get_submodule(target)  # its error message, or an unusual container
+    if module is None:
+        return root.get_submodule(target)
+    return module
+
+
+class _Submodules(dict):
+    """target -> `root.get_submodule(target)`, each looked up once, when first asked for."""
+
+    def __init__(self, root: nn.Module):
+        super().__init__()
+        self._root = root
+
+    def __missing__(self, target: str) -> nn.Module:
+        module = self[target] = submodule(self._root, target)
+        return module
+
+    def get(self, target: str, default=None):
+        try:
+            return self[target]
+        except AttributeError:
+            return default
 
 
 _CONTROL_FLOW_HINT = ("remove data-dependent control flow and Python-side use of tensor values "
@@ -348,7 +380,7 @@ def _defaulted_arguments(root: nn.Module, n_inputs: int) -> dict[str, object]:
     """forward()'s parameters after the first `n_inputs` that have defaults, bound to them
     (FX's concrete_args), so that `forward(self, x, init_lambda=False)` traced with one shape
     is traced as the model runs when called with one argument. Empty unless every parameter
-    after the inputs has a default (then the input count is reported as it is)."""
+    after the inputs has an immutable default (then the input count is reported as it is)."""
     try:
         parameters = list(inspect.signature(root.forward).parameters.values())
     except (TypeError, ValueError):
@@ -358,9 +390,18 @@ def _defaulted_arguments(root: nn.Module, n_inputs: int) -> dict[str, object]:
             or sum(p.kind in positional for p in parameters) < n_inputs:
         return {}
     rest = parameters[n_inputs:]
-    if not rest or any(p.default is inspect.Parameter.empty for p in rest):
+    if not rest or any(p.default is inspect.Parameter.empty or not _immutable(p.default)
+                       for p in rest):
         return {}
     return {p.name: p.default for p in rest}
+
+
+def _immutable(value: object) -> bool:
+    """None, a bool, a number, a string, or a tuple of those: a default that forward() cannot
+    change while it is traced (a tensor or list default could be, and stay changed)."""
+    if isinstance(value, tuple):
+        return all(_immutable(v) for v in value)
+    return value is None or isinstance(value, (bool, int, float, complex, str, bytes))
 
 
 def _drop_specializations(graph: torch.fx.Graph, defaults: dict[str, object]) -> None:
