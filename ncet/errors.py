@@ -124,7 +124,6 @@ class ConversionError(NCETError):
         super().__init__(format_message(code, reason, node, fx_op, spelling, hint, location,
                                         source_text))
 
-
     @property
     def source(self) -> Source:
         """The provenance record of the node the problem sits at (as Row and IRNode carry

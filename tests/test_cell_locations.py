@@ -119,7 +119,7 @@ def test_the_html_report_names_the_cell_and_line(reported):
 
 
 def test_files_keep_file_and_line():
-    from ncet.frontend.trace import located
+    from ncet.frontend.locations import located
 
     assert located("model.py", 12) == "model.py:12"
     assert located("In [3]", 12) == "In [3], line 12"

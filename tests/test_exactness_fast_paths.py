@@ -144,3 +144,30 @@ def test_random_models_give_the_same_report_on_both_paths(program):
     ir = ncet.convert(model, *program.shapes, dtype=program.dtype)
     fast, reference = both(model, ir, samples_per_scale=4)
     assert_same_reports(fast, reference, has_float32_dots(ir))
+
+
+def test_reference_path_holds_for_its_own_thread_only():
+    """Found by review: the switch was a module global, so another thread's check took the
+    reference path meanwhile, and overlapping blocks left it off for good."""
+    import threading
+
+    inside, release, seen = threading.Event(), threading.Event(), {}
+
+    def holder():
+        with fast_paths.reference_path():
+            seen["holder"] = fast_paths.fast_paths_on()
+            inside.set()
+            release.wait(10)
+
+    thread = threading.Thread(target=holder)
+    thread.start()
+    inside.wait(10)
+    seen["other"] = fast_paths.fast_paths_on()  # this thread, while the holder is inside
+    outer = fast_paths.reference_path()
+    outer.__enter__()
+    release.set()
+    thread.join(10)
+    seen["overlapping"] = fast_paths.fast_paths_on()
+    outer.__exit__(None, None, None)
+    assert seen == {"holder": False, "other": True, "overlapping": False}
+    assert fast_paths.fast_paths_on() and fast_paths.FAST_PATHS

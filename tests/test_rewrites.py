@@ -390,3 +390,14 @@ def test_default_hints_for_many_inplace_nodes_take_linear_time():
     report = ncet.diagnose(nn.Sequential(*layers).eval(), (4,))
     assert len(report.errors) == 200
     assert all("rewrite=True" in e.hint for e in report.errors)
+
+
+def test_a_model_that_cannot_be_traced_has_one_row_named_trace():
+    """Found by review: the row lost its fx_op "trace" when rows took a Source."""
+    from ncet.cli.records import row_record
+
+    report = ncet.diagnose(DefaultedFlags(), (4,), (4,))  # the flag is a traced tensor
+    (row,) = report.rows
+    assert (row.fx_op, row.status) == ("trace", "unsupported")
+    assert report.to_pandas().fx_op.tolist() == ["trace"]
+    assert row_record(row)["fx_op"] == "trace"

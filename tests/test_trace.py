@@ -56,7 +56,7 @@ def test_errors_and_rows_quote_the_source_line():
 
 
 def test_long_source_lines_are_cut_and_unreadable_ones_left_out():
-    from ncet.frontend.trace import SOURCE_TEXT_CHARS
+    from ncet.frontend.locations import SOURCE_TEXT_CHARS
 
     class Long(nn.Module):
         def forward(self, x):

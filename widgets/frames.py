@@ -23,7 +23,6 @@ from ncet.render import (
     quote_source,
     reason_summary,
     records_html,
-    rows_html,
     sentence,
     text_cell,
 )
@@ -169,11 +168,6 @@ MAPPING_TABLE = (
     Column("source", lambda r: code_cell(r.location)),
 )
 """The mapping table's columns: one mapping-frame row each."""
-
-
-def mapping_rows_html(frame: pd.DataFrame) -> str:
-    """`<tr data-node=...>` rows of a mapping frame (or a slice of one)."""
-    return rows_html(frame.itertuples(index=False), MAPPING_TABLE, _fx_name, _problem)
 
 
 def mapping_table_html(frame: pd.DataFrame) -> str:

@@ -15,7 +15,6 @@ from ncet.render import (
     number_cells,
     output_error_figure,
     records_html,
-    rows_html,
     scatter_figure,
     text_cell,
 )
@@ -128,11 +127,6 @@ def _name(entry) -> str:
 
 def _problem(entry) -> str:
     return "problem" if entry.violated else ""
-
-
-def node_row_html(entry) -> str:
-    """One `<tr data-node=...>` of the per-node table (class "problem" when violated)."""
-    return rows_html((entry,), NODE_TABLE, _name, _problem)
 
 
 def nodes_html(report: ncet.ExactnessReport, entries=None) -> str:

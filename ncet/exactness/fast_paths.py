@@ -15,6 +15,7 @@ This is an internal switch, not part of the public API.
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -35,26 +36,35 @@ from .rules import BOUND_RULES, Consts, Tensors
 from .scratch import Scratch
 
 FAST_PATHS = True
-"""Use the fast paths (the default); False: the reference path only. Read when a check
-starts (`bounds_for`); `reference_path()` switches it off for a block."""
+"""Use the fast paths (the default); False: the reference path only, process-wide. Read
+when a check starts (`bounds_for`)."""
+
+_REFERENCE_ONLY: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "ncet_reference_path", default=False)
 
 
 @contextmanager
 def reference_path() -> Iterator[None]:
     """Within the block, `check_exactness` uses the reference path only (for tests and
-    benchmarks; calls of check_exactness run one at a time)."""
-    global FAST_PATHS
-    previous, FAST_PATHS = FAST_PATHS, False
+    benchmarks). It holds for the calling thread (and context) alone: another thread's
+    check in the meantime keeps its own choice, and overlapping blocks in several threads
+    each restore their own."""
+    token = _REFERENCE_ONLY.set(True)
     try:
         yield
     finally:
-        FAST_PATHS = previous
+        _REFERENCE_ONLY.reset(token)
+
+
+def fast_paths_on() -> bool:
+    """Whether a check started now in this thread takes the fast paths."""
+    return FAST_PATHS and not _REFERENCE_ONLY.get()
 
 
 def bounds_for(constants: Consts, abs_consts: Consts, arithmetic: ArithmeticModel,
                scratch: Scratch) -> ReferenceBounds | FastBounds:
-    """The checker's bounds, by the route `FAST_PATHS` selects."""
-    if FAST_PATHS:
+    """The checker's bounds, by the route `fast_paths_on()` selects."""
+    if fast_paths_on():
         return FastBounds(constants, abs_consts, arithmetic, scratch)
     return ReferenceBounds(constants, abs_consts, arithmetic)
 

@@ -15,6 +15,7 @@ from ..ir import OP_SCHEMAS, GraphIR, IRNode, Source
 from .constants import ConstantLifter
 from .context import Mapped, MissingShape, NodeContext, bind
 from .hooks import weight_hook_rejection
+from .locations import is_library_function
 from .report import ConversionReport, Row
 from .resolution import resolve
 from .rewrites import (
@@ -27,7 +28,7 @@ from .rewrites import (
     rewrite_graph,
 )
 from .shape_propagation import NodeRecord, ShapePropagation
-from .trace import Traced, is_library_function, submodule, trace_model
+from .trace import Traced, submodule, trace_model
 from .trace_cache import record_trace
 from .walker import Walker
 
@@ -81,7 +82,8 @@ def _cyclic_gc_paused():
 
 def trace_failure_report(error: TraceError) -> ConversionReport:
     """A report for a model that could not be traced at all."""
-    row = Row(error.source, None, "unsupported" if error.code != "input-count" else "boundary",
+    source = Source(error.node, "trace", "", "", "", error.location)  # no FX node to name
+    row = Row(source, None, "unsupported" if error.code != "input-count" else "boundary",
               error.code, str(error), error.hint, None, error, error.source_text)
     return ConversionReport((row,), None)
 

@@ -21,7 +21,8 @@ from torch import nn
 from .walker import call_node
 
 FAKE_SHAPES = True
-"""The switch: False runs every node for real at both batch sizes."""
+"""The switch: False runs every node for real at both batch sizes. Read once per conversion
+(when its `FakeShapes` is made), so a conversion takes one path throughout."""
 
 SHAPE_ONLY_AFTER_SECONDS = 0.02
 """A node whose run at the first batch size took longer gets its shape at the second batch
@@ -31,15 +32,15 @@ size from fake tensors; below this the real kernel is cheaper."""
 class FakeShapes:
     """Fake-tensor outputs for one conversion (its `FakeTensorMode` is made on first use)."""
 
-    __slots__ = ("_mode",)
+    __slots__ = ("_mode", "_on", "_after")
 
     def __init__(self):
         self._mode = None
+        self._on, self._after = FAKE_SHAPES, SHAPE_ONLY_AFTER_SECONDS
 
-    @staticmethod
-    def takes(first_run_seconds: float) -> bool:
+    def takes(self, first_run_seconds: float) -> bool:
         """True when the path is on and a node's first run took this long."""
-        return FAKE_SHAPES and first_run_seconds > SHAPE_ONLY_AFTER_SECONDS
+        return self._on and first_run_seconds > self._after
 
     def output(self, node: torch.fx.Node, env: Mapping[torch.fx.Node, Any],
                module: nn.Module | None) -> torch.Tensor | None:

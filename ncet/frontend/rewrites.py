@@ -87,7 +87,6 @@ INPLACE_FLAG_MODULES = (nn.ReLU, nn.LeakyReLU, nn.Dropout, nn.Dropout1d, nn.Drop
 """Modules with an `inplace` attribute NCET maps."""
 
 _VIEW_METHODS = ("view", "reshape")
-_SIZE_SOURCES = ("size", "shape")
 
 @dataclass(frozen=True)
 class Rewritten:

@@ -1,14 +1,13 @@
-"""Tracing: torch.fx symbolic tracing with source locations, and the batched example inputs."""
+"""Tracing: torch.fx symbolic tracing with source locations (frontend/locations.py), forward()'s
+defaulted arguments bound, and the batched example inputs."""
 
 from __future__ import annotations
 
 import inspect
 import linecache
 import operator
-import os
 import re
 import sys
-import sysconfig
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -18,13 +17,9 @@ import torch.fx
 from torch import nn
 
 from ..errors import TraceError
+from .locations import failure_location, located, source_text, user_file
 from .rewrites import PRIVATE_MODULE
 from .trace_patches import ForeignTrace, confined_patches
-
-_TORCH_DIR = os.path.dirname(torch.__file__) + os.sep
-_NCET_DIR = os.path.dirname(__file__) + os.sep
-_NCET_MACHINERY = tuple(_NCET_DIR + f for f in ("trace.py", "trace_patches.py", "canonicalize.py",
-                                                 "conversion.py"))
 
 BATCH_SIZES = (2, 3)
 """The two temporary batch sizes: a node whose leading size does not follow them is rejected."""
@@ -59,7 +54,7 @@ class _LocatingTracer(torch.fx.Tracer):
 
     def __init__(self):
         super().__init__()
-        # code object -> its place in the user's code (see `_user_file`), or None for torch
+        # code object -> its place in the user's code (see `locations.user_file`), or None for torch
         # and NCET machinery; per tracer, so that no code object outlives the trace
         self._user_files: dict[types.CodeType, str | None] = {}
         self.stowed: dict[str, torch.Tensor] = {}
@@ -87,7 +82,7 @@ class _LocatingTracer(torch.fx.Tracer):
             if code in files:
                 name = files[code]
             else:
-                name = files[code] = _user_file(code.co_filename)
+                name = files[code] = user_file(code.co_filename)
                 if name is not None:  # a file edited since linecache read it is read again
                     linecache.checkcache(code.co_filename)
             if name is not None:
@@ -96,97 +91,6 @@ class _LocatingTracer(torch.fx.Tracer):
                 break
             frame = frame.f_back
         return node  # no user frame below Tracer.trace (e.g. nn.Sequential): no location
-
-
-SOURCE_TEXT_CHARS = 80
-"""Longer source lines are cut to this many characters, ending in an ellipsis."""
-
-
-def source_text(filename: str, line: int) -> str:
-    """The stripped text of a line of code, "" when Python cannot read it (code given to
-    `exec`, a file since deleted); notebook cells are readable, IPython registers them."""
-    text = linecache.getline(filename, line).strip()
-    return text if len(text) <= SOURCE_TEXT_CHARS else text[:SOURCE_TEXT_CHARS - 1] + "…"
-
-
-_LIBRARY_DIRS = tuple(sorted({os.path.join(p, "") for k, p in sysconfig.get_paths().items()
-                              if k in ("stdlib", "platstdlib", "purelib", "platlib")}))
-"""The standard library and installed packages: a trace that fails inside them (json.dumps of
-a traced value, say) is reported at the user's line that called them."""
-
-
-def failure_location(exc: BaseException, *, own_only: bool = False) -> tuple[str, str]:
-    """The location (as `located` writes it) and text of the line FX could not trace: the
-    innermost frame of the user's code in the traceback of an exception raised while
-    tracing, preferring code outside the standard library and installed packages (or, if
-    `own_only`, only such code); ("", "") if there is none."""
-    frames = []
-    tb = exc.__traceback__
-    while tb is not None:
-        code = tb.tb_frame.f_code
-        name = _user_file(code.co_filename)
-        if name is not None:
-            frames.append((code.co_filename, name, tb.tb_lineno))
-        tb = tb.tb_next
-    if not frames:
-        return "", ""
-    own = [f for f in frames if not f[0].startswith(_LIBRARY_DIRS)]
-    if own_only and not own:
-        return "", ""
-    filename, name, line = (own or frames)[-1]
-    linecache.checkcache(filename)
-    return located(name, line), source_text(filename, line)
-
-
-_STDLIB_DIR = os.path.join(sysconfig.get_paths()["stdlib"], "")
-_LIBRARY_MODULES = frozenset({"torch", "_operator", "operator", "math", "builtins"})
-_LIBRARY_OP_NAMESPACES = frozenset({"aten", "prims", "quantized", "_quantized"})
-_BUILTIN_TYPES = (types.BuiltinFunctionType, types.MethodDescriptorType,
-                  types.WrapperDescriptorType, types.MethodWrapperType)
-
-
-def is_library_function(target: object) -> bool:
-    """True for PyTorch's and Python's own callables (torch.*, F.*, Tensor methods, aten
-    ops, operator, math, builtins); False for anything else a graph may call: a function of
-    the user's own recorded by `torch.fx.wrap`, a decorated or partial function, a custom
-    op. Decided by where the code lives, not by `__module__`, which a wrapper copies."""
-    if isinstance(target, torch._ops.OpOverload):
-        return target.namespace in _LIBRARY_OP_NAMESPACES
-    if isinstance(target, torch._ops.OpOverloadPacket):
-        return target._qualified_op_name.partition("::")[0] in _LIBRARY_OP_NAMESPACES
-    if isinstance(target, types.FunctionType):
-        return target.__code__.co_filename.startswith((_TORCH_DIR, _STDLIB_DIR))
-    if isinstance(target, _BUILTIN_TYPES):
-        module = getattr(target, "__module__", None) \
-            or getattr(getattr(target, "__objclass__", None), "__module__", None) or ""
-        return module.partition(".")[0] in _LIBRARY_MODULES
-    return False
-
-
-def located(place: str, line: int) -> str:
-    """A source location as tables, messages and reports show it: `model.py:12` for a file,
-    `In [3], line 12` for a notebook cell (as IPython's own tracebacks name cells)."""
-    return f"{place}, line {line}" if place.startswith("In [") else f"{place}:{line}"
-
-
-def _user_file(filename: str) -> str | None:
-    """Where `filename` is in the user's code: `In [n]` for the code of an IPython cell (its
-    execution count), the file's basename otherwise; None for torch and NCET machinery."""
-    if filename.startswith((_TORCH_DIR, *_NCET_MACHINERY)) or "<eval_with" in filename:
-        return None
-    count = _cell_execution_count(filename)
-    return os.path.basename(filename) if count is None else f"In [{count}]"
-
-
-def _cell_execution_count(filename: str) -> int | None:
-    """The execution count of the IPython cell whose code was compiled as `filename`, from
-    IPython's registry of cells (its compiler's file-name map), or None when `filename` is
-    not a cell. IPython is consulted only when it is already running: never imported here."""
-    ipython = sys.modules.get("IPython")
-    shell = ipython.get_ipython() if ipython is not None else None
-    cells = getattr(getattr(shell, "compile", None), "_filename_map", None)
-    count = cells.get(filename) if isinstance(cells, dict) else None
-    return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
 class _LeafRoot(nn.Module):
@@ -418,13 +322,16 @@ def _drop_specializations(graph: torch.fx.Graph, defaults: dict[str, object]) ->
                 if user not in chain:
                     chain.append(user)
                     stack.append(user)
-        if all(u.op == "call_function" and u.target in _SPECIALIZATION_CHECKS for u in chain):
+        if all(u.op == "call_function" and (u.target is operator.eq or getattr(
+                u.target, "__name__", "") in _SPECIALIZATION_CHECKS) for u in chain):
             for user in reversed([n for n in graph.nodes if n in chain]):  # users first
                 graph.erase_node(user)
             graph.erase_node(node)
 
 
-_SPECIALIZATION_CHECKS = (operator.eq, torch._assert, torch.fx._symbolic_trace._assert_is_none)
+_SPECIALIZATION_CHECKS = ("_assert", "_assert_is_none")
+"""The names of FX's checks that a concrete argument kept its value (by name: while a trace
+runs, FX may patch these functions, so the node can hold a wrapper of them)."""
 
 
 def make_example_inputs(shapes, dtype: torch.dtype, batch: int, seed: int) -> list[torch.Tensor]:
