@@ -73,7 +73,8 @@ class FlattenBySize(nn.Module):
         y = self.conv(x)
         a = y.view(y.size(0), -1)
         b = a.view((a.size()[0], -1))
-        return b.reshape(b.shape[0], 2, 16)
+        c = b.reshape(b.shape[0], 2, 16)
+        return torch.reshape(c, (c.size(0), -1))
 
 
 class SharedInplaceModule(nn.Module):
@@ -96,7 +97,8 @@ REWRITTEN = [
     (SharedInplaceModule(), (4,), {"act": RULE_INPLACE, "act_1": RULE_INPLACE,
                                    "act_2": RULE_INPLACE}),
     (FlattenBySize(), (1, 6, 6), {"view": RULE_STATIC_BATCH, "view_1": RULE_STATIC_BATCH,
-                                  "reshape": RULE_STATIC_BATCH}),
+                                  "reshape": RULE_STATIC_BATCH,
+                                  "reshape_1": RULE_STATIC_BATCH}),
 ]
 
 

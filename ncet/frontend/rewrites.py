@@ -57,11 +57,13 @@ RULE_STATIC_BATCH = "static-batch-reshape"
 
 RULES: dict[str, str] = {
     RULE_INPLACE: "an in-place op becomes its out-of-place form where nothing reads the "
-                  "overwritten tensor, or a tensor that may share its memory, afterwards, and "
-                  "it is not an input, parameter or buffer",
+                  "overwritten tensor, or a tensor that may share its memory, afterwards (or "
+                  "in the op), and it is not an input, parameter or buffer; the spelling as "
+                  "written must give the same dtype, shape and values on the example inputs",
     RULE_STATIC_BATCH: "x.size(0), x.size()[0] or x.shape[0] used only as the leading size of "
-                       "a view/reshape of a tensor with that same leading size becomes -1 "
-                       "(or flatten(1) for view(n, -1))",
+                       "`Tensor.view`, `Tensor.reshape` or `torch.reshape` of a tensor with that "
+                       "same leading size becomes -1 (or flatten(1) for (n, -1)); the spelling "
+                       "as written must give the same tensor on the example inputs",
 }
 """The rewrite rules: name -> what it does and why it is safe (rendered in the docs)."""
 
@@ -135,10 +137,14 @@ def rewrite_graph(graph: torch.fx.Graph, modules: dict[str, nn.Module]
             size = _batch_slot(node)
             node.meta[ORIGINAL] = (node.op, node.target, _with_leading(node.args, size),
                                    dict(node.kwargs))
-            if outcome.spelling.endswith(", -1)"):
-                node.target, node.args, node.kwargs = "flatten", (node.args[0], 1), {}
+            rest = _sizes(node)[1:]
+            if rest == [-1]:  # v.flatten(1), or torch.flatten(v, 1)
+                node.target = "flatten" if node.op == "call_method" else torch.flatten
+                node.args, node.kwargs = (node.args[0], 1), {}
+            elif node.op == "call_method":
+                node.args = (node.args[0], -1, *rest)
             else:
-                node.args = (node.args[0], -1, *_sizes(node)[1:])
+                node.args = (node.args[0], (-1, *rest))
             _erase_unused(size)
             rewritten[node.name] = outcome
     return rewritten, refused  # tests/test_rewrites.py lints every rewritten graph
@@ -164,9 +170,11 @@ def inplace_rewrite(node: torch.fx.Node, modules: dict[str, nn.Module],
 
 def static_batch_rewrite(node: torch.fx.Node) -> Rewritten | None:
     """What `RULE_STATIC_BATCH` makes of `node` (nothing is changed): the Rewritten record
-    for a `v.view(n, ...)`/`v.reshape(n, ...)` whose `n` is v's own leading size and whose
-    other sizes are static, else None."""
-    if node.op != "call_method" or node.target not in _VIEW_METHODS or len(node.args) < 2:
+    for a `v.view(n, ...)`/`v.reshape(n, ...)`/`torch.reshape(v, (n, ...))` whose `n` is v's
+    own leading size and whose other sizes are static, else None."""
+    if len(node.args) < 2 or not (
+            (node.op == "call_method" and node.target in _VIEW_METHODS)
+            or (node.op == "call_function" and node.target is torch.reshape)):
         return None
     sizes = _sizes(node)
     if not sizes or not _is_leading_size_of(sizes[0], node.args[0]):
@@ -175,7 +183,9 @@ def static_batch_rewrite(node: torch.fx.Node) -> Rewritten | None:
     if not all(isinstance(s, int) and not isinstance(s, bool) for s in rest) \
             or rest.count(-1) > (1 if rest == [-1] else 0):
         return None  # another traced size, or a second inferred one: not static
-    spelling = f"Tensor.{node.target}({_size_spelling(sizes[0])}, {', '.join(map(str, rest))})"
+    shown = ", ".join([_size_spelling(sizes[0]), *map(str, rest)])
+    spelling = f"Tensor.{node.target}({shown})" if node.op == "call_method" else \
+        f"torch.reshape({node.args[0].name}, ({shown}))"
     return Rewritten(node.name, RULE_STATIC_BATCH, spelling, (
         f"the size is {node.args[0].name!r}'s own leading size, which -1 infers"))
 
