@@ -33,6 +33,8 @@ _REASON_ROWS = (
      "the function is not in the spelling table"),
     ("unsupported-method", "UnsupportedOperatorError",
      "the tensor method is not in the spelling table"),
+    ("not-a-tensor-method", "UnsupportedOperatorError",
+     "a method tensors do not have, called on a traced tensor"),
     ("inplace", "UnsupportedOperatorError", "in-place forms are rejected before normalization"),
     ("dropout-training", "UnsupportedOperatorError", "stochastic training-mode dropout"),
     ("batch-norm-function", "UnsupportedOperatorError", "F.batch_norm is not mapped"),

@@ -403,3 +403,37 @@ def test_a_model_that_cannot_be_traced_has_one_row_named_trace():
     assert (row.fx_op, row.status) == ("trace", "unsupported")
     assert report.to_pandas().fx_op.tolist() == ["trace"]
     assert row_record(row)["fx_op"] == "trace"
+
+
+class IsinstanceBranch(nn.Module):
+    """COLT-style: a branch on isinstance(x, torch.Tensor), which FX's Proxy fails."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+
+    def forward(self, x):
+        if isinstance(x, torch.Tensor):
+            return self.fc(x)
+        return x.linear_forward(self.fc)
+
+
+HINTS = [
+    # model, per-sample shape, code, what the hint must say
+    (IsinstanceBranch(), (4,), "not-a-tensor-method", "isinstance(x, torch.Tensor)"),
+    (nn.Sequential(nn.Linear(4, 4), nn.ReLU6()), (4,), "unsupported-module",
+     "piecewise-linear but not among NCET's canonical operators, and no rewrite maps it"),
+    (nn.Sequential(nn.Linear(4, 4), nn.Sigmoid()), (4,), "unsupported-module",
+     "nn.Sigmoid is not piecewise-linear"),
+    (nn.Sequential(nn.ZeroPad2d(1), nn.Conv2d(1, 1, 3)), (1, 4, 4), "unsupported-module",
+     "give the next Conv2d the padding itself"),
+    (SizeUsedArithmetically(), (4,), "unsupported-method", "use a Python constant"),
+]
+
+
+@pytest.mark.parametrize("model, shape, code, hint", HINTS,
+                         ids=["isinstance", "relu6", "sigmoid", "zeropad", "size-arithmetic"])
+def test_hints_say_what_to_change(model, shape, code, hint):
+    report = ncet.diagnose(model.eval(), shape)
+    assert any(e.code == code and hint in e.hint for e in report.errors), [
+        (e.code, e.hint) for e in report.errors]

@@ -116,6 +116,9 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
                  "unsupported-module"),
     BoundaryRule(_ANY, "a function outside the spelling tables", "unsupported-function"),
     BoundaryRule(_ANY, "a tensor method outside the spelling tables", "unsupported-method"),
+    BoundaryRule(_ANY, "a method `torch.Tensor` does not have, called on a traced value (a "
+                       "branch on `isinstance(x, torch.Tensor)` sees FX's Proxy while tracing "
+                       "and takes its other side)", "not-a-tensor-method"),
     BoundaryRule(_ANY, "in-place forms: `x.relu_()`, `x.add_(y)`, `F.relu(x, inplace=True)`, "
                        "`nn.ReLU(inplace=True)`, `torch.relu_`", "inplace"),
     BoundaryRule(_ANY, "`out=` storage", "out-argument"),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 from typing import Any, NamedTuple
 
 import torch.fx
@@ -22,6 +23,11 @@ from .spellings import (
 from .trace import Traced
 
 _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
+_NOT_A_TENSOR_HINT = ("an `isinstance(x, torch.Tensor)` test is False while torch.fx traces "
+                      "(x is its Proxy), so such a branch takes its other side: decide it from "
+                      "a Python setting instead, or call the tensor path unconditionally")
+_SIZE_HINT = "a size is not a value of a per-sample graph: use a Python constant for it"
+_VIEWS = ("view", "reshape")
 
 
 class Resolution(NamedTuple):
@@ -56,7 +62,7 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
         if spelling is None:
             return Resolution(None, kind, module, path, kind, Rejection(
                 "unsupported-module", f"module type {kind} is not in the spelling table",
-                hint=_UNLISTED_HINT))
+                hint=UNSUPPORTED_HINTS.get(type(module), _UNLISTED_HINT)))
         return Resolution(spelling, spelling.display, module, path, kind,
                           weight_hook_rejection(module))
     stack = node.meta.get("nn_module_stack")
@@ -72,10 +78,18 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
                 "inplace", f"in-place method {display}() is rejected",
                 hint=f"use x.{target[:-1]}(...) instead"))
         spelling = METHOD_SPELLINGS.get(target)
+        if spelling is None and not hasattr(torch.Tensor, target):
+            return Resolution(None, display, None, path, kind, Rejection(
+                "not-a-tensor-method", f"tensors have no method {target}(): forward() calls "
+                                       "it on a traced tensor as if it were something else",
+                hint=_NOT_A_TENSOR_HINT))
         if spelling is None:
+            hint = UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT)
+            if target == "size" and not _feeds_a_view(node):
+                hint = _SIZE_HINT  # not the flatten idiom
             return Resolution(None, display, None, path, kind, Rejection(
                 "unsupported-method", f"method {display} is not in the spelling table",
-                hint=UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT)))
+                hint=hint))
         return Resolution(spelling, display, None, path, kind)
     display = _display(target)
     try:
@@ -94,6 +108,19 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
                               f"function {display} is not in the spelling table",
                               hint=UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT))
     return Resolution(None, display, None, path, kind, rejection)
+
+
+def _feeds_a_view(node: torch.fx.Node) -> bool:
+    """True when a size node's value (or an item of it) is a size a view or reshape asks
+    for: the `x.view(x.size(0), -1)` idiom the flatten hint is about."""
+    for user in node.users:
+        if (user.op == "call_method" and user.target in _VIEWS) or (
+                user.op == "call_function" and user.target is torch.reshape):
+            return True
+        if user.op == "call_function" and user.target is operator.getitem \
+                and _feeds_a_view(user):
+            return True
+    return False
 
 
 def _display(target: Any) -> str:

@@ -157,11 +157,37 @@ REJECTED_FUNCTIONS: dict[object, tuple[str, str, str]] = {
 }
 """Functions the spec names and rejects outright, with their code, reason and hint."""
 
+_NOT_PIECEWISE_LINEAR = "{} is not piecewise-linear: NCET maps piecewise-linear operators only"
+_NOT_CANONICAL = ("{} is piecewise-linear but not among NCET's canonical operators, and no "
+                  "rewrite maps it (docs/support-boundary.md)")
+_PADDING = ("padding is not among NCET's canonical operators: give the next Conv2d the padding "
+            "itself (padding=(p, p) pads with zeros), or pad the input before converting")
+
 UNSUPPORTED_HINTS: dict[object, str] = {
     "size": "use x.flatten(1) instead of x.view(x.size(0), -1)",
     "contiguous": "remove .contiguous(); GraphIR has no memory layout",
-    torch.sigmoid: "NCET maps piecewise-linear operators only (see docs/support-boundary.md)",
-    torch.tanh: "NCET maps piecewise-linear operators only (see docs/support-boundary.md)",
+    "chunk": "take slices instead, x[:, a:b] (one GetItem/Slice per piece)",
+    "split": "take slices instead, x[:, a:b] (one GetItem/Slice per piece)",
+    "sum": "write x.mean(dim) * n, n the number of elements summed (Mean, then "
+           "ElementwiseAffine)",
+    "clamp": _NOT_CANONICAL.format("clamping"),
+    torch.clamp: _NOT_CANONICAL.format("clamping"),
+    torch.chunk: "take slices instead, x[:, a:b] (one GetItem/Slice per piece)",
+    torch.sum: "write x.mean(dim) * n, n the number of elements summed (Mean, then "
+               "ElementwiseAffine)",
+    F.pad: _PADDING,
+    nn.ZeroPad2d: _PADDING,
+    nn.ConstantPad2d: _PADDING,
+    F.relu6: _NOT_CANONICAL.format("ReLU6"),
+    nn.ReLU6: _NOT_CANONICAL.format("nn.ReLU6"),
+    F.hardtanh: _NOT_CANONICAL.format("Hardtanh"),
+    nn.Hardtanh: _NOT_CANONICAL.format("nn.Hardtanh"),
+    torch.sigmoid: _NOT_PIECEWISE_LINEAR.format("sigmoid"),
+    F.sigmoid: _NOT_PIECEWISE_LINEAR.format("sigmoid"),
+    nn.Sigmoid: _NOT_PIECEWISE_LINEAR.format("nn.Sigmoid"),
+    torch.tanh: _NOT_PIECEWISE_LINEAR.format("tanh"),
+    F.tanh: _NOT_PIECEWISE_LINEAR.format("tanh"),
+    nn.Tanh: _NOT_PIECEWISE_LINEAR.format("nn.Tanh"),
     operator.neg: "write x * -1 (an ElementwiseAffine) instead of -x",
 }
 """Hints for common spellings outside the tables, keyed by callable or method name."""
