@@ -106,7 +106,9 @@ class ConversionError(NCETError):
         spelling: The spelling NCET saw, e.g. "F.relu" or "nn.Conv2d".
         code: A stable kebab-case reason code, one of `REASONS`.
         hint: What to do about it.
-        location: "file:line" where FX recorded the node, or "".
+        location: "file:line" where FX recorded the node; for a module call FX recorded no
+            line for (a child of an nn.Sequential), the module as an expression from the
+            model, e.g. "model.features[3]"; or "".
         source_text: The text of that line of code, or "" when Python cannot read it.
         reason: The problem in a few words.
     """

@@ -422,9 +422,9 @@ HINTS = [
     # model, per-sample shape, code, what the hint must say
     (IsinstanceBranch(), (4,), "not-a-tensor-method", "isinstance(x, torch.Tensor)"),
     (nn.Sequential(nn.Linear(4, 4), nn.ReLU6()), (4,), "unsupported-module",
-     "piecewise-linear but not among NCET's canonical operators, and no rewrite maps it"),
+     "but not among NCET's canonical operators, and no rewrite maps it"),
     (nn.Sequential(nn.Linear(4, 4), nn.Sigmoid()), (4,), "unsupported-module",
-     "nn.Sigmoid is not piecewise-linear"),
+     "not piecewise-linear (nn.Sigmoid)"),
     (nn.Sequential(nn.ZeroPad2d(1), nn.Conv2d(1, 1, 3)), (1, 4, 4), "unsupported-module",
      "give the next Conv2d the padding itself"),
     (SizeUsedArithmetically(), (4,), "unsupported-method", "use a Python constant"),
@@ -437,3 +437,18 @@ def test_hints_say_what_to_change(model, shape, code, hint):
     report = ncet.diagnose(model.eval(), shape)
     assert any(e.code == code and hint in e.hint for e in report.errors), [
         (e.code, e.hint) for e in report.errors]
+
+
+def test_a_shape_with_the_batch_axis_is_told_to_drop_it():
+    report = ncet.diagnose(nn.Sequential(nn.Conv2d(3, 4, 3)), (1, 3, 8, 8))
+    (error,) = report.errors
+    assert error.code == "rank" and "without the batch axis" in error.hint
+
+
+def test_a_sequential_child_is_located_by_its_index():
+    """nn.Sequential's children have no line of the user's: the message names the module as
+    Python reaches it from the model."""
+    model = nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Sigmoid()))
+    (row,) = ncet.diagnose(model, (4,)).errors
+    assert row.error.location == "model[1][1]"
+    assert "(call_module nn.Sigmoid, model[1][1])" in row.message

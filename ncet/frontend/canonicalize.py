@@ -250,8 +250,11 @@ class _Walk:
     def _error(self, node: torch.fx.Node, display: str, reason: Rejection) -> ConversionError:
         reason = advise_rewrite(node, reason, self.rewrite, self.refused,
                                 self.traced.call_modules, self._order)
+        location = _location(node)
+        if not location and node.op == "call_module":  # a child of nn.Sequential, say
+            location = module_expression(self.traced.user_path(str(node.target)))
         return make_error(reason.code, reason.reason, node=node.name, fx_op=node.op,
-                          spelling=display, hint=reason.hint, location=_location(node),
+                          spelling=display, hint=reason.hint, location=location,
                           source_text=_source_text(node))
 
     def _ir_node(self, node, mapped: Mapped, display, module_path, module_type) -> IRNode:
@@ -281,6 +284,12 @@ def _unapplied(done: Rewritten, reason: Rejection) -> Rejection:
                      f"{done.spelling} here: {reason.reason}",
                      hint="write it out of place or with a static shape, as the hint for the "
                           "spelling as written says (rewrite=False)")
+
+
+def module_expression(path: str) -> str:
+    """The submodule at `path` as Python reaches it from the model: `model.features[3]` for
+    "features.3", `model[1][0]` for "1.0" (nn.Sequential's children by index)."""
+    return "model" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split("."))
 
 
 def _location(node: torch.fx.Node) -> str:

@@ -157,8 +157,8 @@ REJECTED_FUNCTIONS: dict[object, tuple[str, str, str]] = {
 }
 """Functions the spec names and rejects outright, with their code, reason and hint."""
 
-_NOT_PIECEWISE_LINEAR = "{} is not piecewise-linear: NCET maps piecewise-linear operators only"
-_NOT_CANONICAL = ("{} is piecewise-linear but not among NCET's canonical operators, and no "
+_NOT_PIECEWISE_LINEAR = "not piecewise-linear ({}): NCET maps piecewise-linear operators only"
+_NOT_CANONICAL = ("piecewise-linear ({}) but not among NCET's canonical operators, and no "
                   "rewrite maps it (docs/support-boundary.md)")
 _PADDING = ("padding is not among NCET's canonical operators: give the next Conv2d the padding "
             "itself (padding=(p, p) pads with zeros), or pad the input before converting")

@@ -34,9 +34,12 @@ def _require_rank(ctx: NodeContext, node, rule: BoundaryRule, what: str) -> None
     """Reject an input whose batched rank is outside the rule's limit."""
     batched = len(ctx.shape(node)) + 1
     if not rule.limit.admits(batched):
+        hint = "give the input the layout the layer expects"
+        if batched > rule.limit.high and node.op == "placeholder":  # the shape given has one
+            hint = ("pass the per-sample shape, without the batch axis: NCET adds it (e.g. "
+                    "convert(model, (3, 32, 32)) for batches of shape (N, 3, 32, 32))")
         raise Rejection(rule.code, f"{what} needs a batched input of {rule.limit}, got rank "
-                                   f"{batched}",
-                        hint="give the input its batch axis and the layout the layer expects")
+                                   f"{batched}", hint=hint)
 
 
 def _fixed_operand(ctx: NodeContext, name: str, optional: bool) -> str | None:
