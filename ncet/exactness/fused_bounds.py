@@ -1,5 +1,6 @@
 """A fast path: the bound formulas of `bounds.py` fused into a few passes over reused
-buffers (docs/exactness.md §2.5), for the checker when `fast_paths.FAST_PATHS` is on.
+buffers (docs/exactness.md §2.5), for the checker when the fast paths are on
+(`fast_paths.fast_paths_on()`).
 
 `LinearBound` writes an elementwise rule (BatchNorm, LeakyReLU, Add, Sub,
 ElementwiseAffine) as affine functions of |x_i| and e_i (`LINEAR_FORMS`, one per op_type,

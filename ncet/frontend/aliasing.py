@@ -90,8 +90,9 @@ def _memory_family(start: torch.fx.Node, writer: torch.fx.Node, modules) -> set[
         if node in seen:
             continue
         seen.add(node)
-        if node.op in ("placeholder", "get_attr") or _fresh(node, modules):
-            roots.add(node)
+        if node.op in ("placeholder", "get_attr") or _fresh(node, modules) \
+                or not [n for n in node.all_input_nodes if not is_size(n)]:
+            roots.add(node)  # owns its memory (a factory such as torch.zeros owns it too)
         else:  # a size (x.size(0), x.shape[0]) is an int, never memory: not followed
             stack.extend(n for n in node.all_input_nodes if not is_size(n))
     family, stack = set(), list(roots)
@@ -107,6 +108,8 @@ def _memory_family(start: torch.fx.Node, writer: torch.fx.Node, modules) -> set[
 
 def _fresh(node: torch.fx.Node, modules) -> bool:
     """True when the node's value is certainly new memory."""
+    if "out" in node.kwargs:  # the result is the caller's out= tensor
+        return False
     if node.op == "call_function":
         return node.target in FRESH_FUNCTIONS and inplace_flag(node) in (None, False)
     if node.op == "call_method":

@@ -201,10 +201,12 @@ class _Walk:
             mapped = spelling.handler(NodeContext(node, spelling, args, self.records,
                                                   self.lifter, resolved.module,
                                                   resolved.module_path))
-        except Rejection as reason:
+        except Rejection as reason:  # the handler's own reason, also after a rewrite
             done = self.rewritten.get(node.name)
-            error = self._error(node, display, reason if done is None or rejection is not None
-                                else _unapplied(done, reason))
+            if done is not None and rejection is None:
+                reason = Rejection(reason.code, f"{reason.reason} (for {done.spelling}, which "
+                                                f"rewrite=True made {display})", reason.hint)
+            error = self._error(node, display, reason)
             status = "unsupported" if isinstance(error, UnsupportedOperatorError) else "boundary"
             return self._row(node, status, error=error, **context)
         except MissingShape:

@@ -301,10 +301,10 @@ def _defaulted_arguments(root: nn.Module, n_inputs: int) -> dict[str, object]:
 
 
 def _immutable(value: object) -> bool:
-    """None, a bool, a number, a string, or a tuple of those: a default that forward() cannot
-    change while it is traced (a tensor or list default could be, and stay changed)."""
-    if isinstance(value, tuple):
-        return all(_immutable(v) for v in value)
+    """None, a bool, a number or a string: a default that forward() cannot change while it is
+    traced (a tensor or list default could be, and stay changed). Not a tuple: FX turns to its
+    pytree code generator for one and flattens the graph's output, which would hide the
+    output's structure from the walk."""
     return value is None or isinstance(value, (bool, int, float, complex, str, bytes))
 
 

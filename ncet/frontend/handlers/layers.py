@@ -35,9 +35,10 @@ def _require_rank(ctx: NodeContext, node, rule: BoundaryRule, what: str) -> None
     batched = len(ctx.shape(node)) + 1
     if not rule.limit.admits(batched):
         hint = "give the input the layout the layer expects"
-        if batched > rule.limit.high and node.op == "placeholder":  # the shape given has one
-            hint = ("pass the per-sample shape, without the batch axis: NCET adds it (e.g. "
-                    "convert(model, (3, 32, 32)) for batches of shape (N, 3, 32, 32))")
+        if batched == rule.limit.high + 1 and node.op == "placeholder":  # one axis too many
+            hint = ("if the shape given includes the batch axis, drop it: NCET adds it (e.g. "
+                    "convert(model, (3, 32, 32)) for batches of shape (N, 3, 32, 32)); "
+                    "otherwise give the input the layout the layer expects")
         raise Rejection(rule.code, f"{what} needs a batched input of {rule.limit}, got rank "
                                    f"{batched}", hint=hint)
 
