@@ -17,10 +17,10 @@ PUBLIC_API = {
     "convert", "diagnose", "evaluate", "check_exactness", "save", "load",
     "GraphIR", "IRNode", "Source", "ConversionReport", "Row", "ExactnessReport",
     "ExactnessEntry", "NCETError", "ConversionError", "TraceError",
-    "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError",
+    "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
 }
 
-SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render")
+SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.export")
 
 
 def test_the_public_api_is_designs():
