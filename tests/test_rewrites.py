@@ -498,3 +498,28 @@ def test_a_handler_rejection_of_a_rewritten_node_keeps_its_own_code():
     model = nn.Sequential(nn.Linear(4, 4), nn.Dropout(0.5, inplace=True)).train()
     codes = [e.code for e in ncet.diagnose(model, (4,), rewrite=True).errors]
     assert codes == ["dropout-training"]
+
+
+MODULE_EXPRESSIONS = [
+    # model, where its (rejected) Sigmoid is, as Python reaches it
+    (nn.Sequential(nn.Linear(4, 4), nn.Sequential(nn.ReLU(), nn.Sigmoid())), "model[1][1]"),
+    (nn.Sequential(__import__("collections").OrderedDict(
+        [("lin", nn.Linear(4, 4)), ("act-1", nn.Sigmoid())])), "model[1]"),
+    (nn.Sigmoid(), "model"),
+]
+
+
+@pytest.mark.parametrize("model, where", MODULE_EXPRESSIONS, ids=["nested", "named", "leaf"])
+def test_a_module_without_a_line_is_located_by_the_path_python_takes(model, where):
+    (row,) = ncet.diagnose(model, (4,)).errors
+    assert row.error.location == where
+
+
+class MethodOnASize(nn.Module):
+    def forward(self, x):
+        return x * x.size().count(4)
+
+
+def test_a_method_called_on_a_size_is_not_called_a_missing_tensor_method():
+    codes = {e.fx_name: e.code for e in ncet.diagnose(MethodOnASize(), (4,)).errors}
+    assert codes.get("count") == "unsupported-method", codes

@@ -254,7 +254,8 @@ class _Walk:
                                 self.traced.call_modules, self._order)
         location = _location(node)
         if not location and node.op == "call_module":  # a child of nn.Sequential, say
-            location = module_expression(self.traced.user_path(str(node.target)))
+            location = "model" if self.traced.wrapped_leaf else \
+                module_expression(self.traced.root, str(node.target))
         return make_error(reason.code, reason.reason, node=node.name, fx_op=node.op,
                           spelling=display, hint=reason.hint, location=location,
                           source_text=_source_text(node))
@@ -288,10 +289,23 @@ def _unapplied(done: Rewritten, reason: Rejection) -> Rejection:
                           "spelling as written says (rewrite=False)")
 
 
-def module_expression(path: str) -> str:
-    """The submodule at `path` as Python reaches it from the model: `model.features[3]` for
-    "features.3", `model[1][0]` for "1.0" (nn.Sequential's children by index)."""
-    return "model" + "".join(f"[{p}]" if p.isdigit() else f".{p}" for p in path.split("."))
+def module_expression(root: nn.Module, target: str) -> str:
+    """The submodule at `target` as Python reaches it from the model, walking the module
+    tree: `model.features[3]`, `model[1][0]` (nn.Sequential and nn.ModuleList children by
+    position), `model.blocks["act-1"]` (a key that is not an identifier)."""
+    text, module = "model", root
+    for name in target.split(".") if target else ():
+        children = getattr(module, "_modules", {})
+        if isinstance(module, (nn.Sequential, nn.ModuleList)) and name in children:
+            text += f"[{list(children).index(name)}]"
+        elif name.isidentifier() and not isinstance(module, nn.ModuleDict):
+            text += f".{name}"
+        else:
+            text += f"[{name!r}]"
+        module = children.get(name)
+        if module is None:
+            break
+    return text
 
 
 def _location(node: torch.fx.Node) -> str:

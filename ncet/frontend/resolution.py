@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import functools
-import operator
 from typing import Any, NamedTuple
 
 import torch.fx
 from torch import nn
 
 from ..errors import Rejection
+from .aliasing import is_size
 from .context import Spelling
 from .hooks import weight_hook_rejection
+from .rewrites import static_batch_user
 from .spellings import (
     FUNCTION_SPELLINGS,
     INPLACE_FUNCTIONS,
@@ -26,7 +27,8 @@ _UNLISTED_HINT = "see docs/support-boundary.md for the spellings NCET maps"
 _NOT_A_TENSOR_HINT = ("an `isinstance(x, torch.Tensor)` test is False while torch.fx traces "
                       "(x is its Proxy), so such a branch takes its other side: decide it from "
                       "a Python setting instead, or call the tensor path unconditionally")
-_SIZE_HINT = "a size is not a value of a per-sample graph: use a Python constant for it"
+_SIZE_HINT = ("a size is not a value of a per-sample graph: use a Python constant for a "
+              "per-sample size, and -1 or flatten(1) for the batch size")
 _VIEWS = ("view", "reshape")
 
 
@@ -78,15 +80,19 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
                 "inplace", f"in-place method {display}() is rejected",
                 hint=f"use x.{target[:-1]}(...) instead"))
         spelling = METHOD_SPELLINGS.get(target)
-        if spelling is None and not hasattr(torch.Tensor, target):
+        receiver = node.args[0] if node.args else None
+        on_a_size = isinstance(receiver, torch.fx.Node) and is_size(receiver)
+        if spelling is None and not on_a_size and not hasattr(torch.Tensor, target):
             return Resolution(None, display, None, path, kind, Rejection(
                 "not-a-tensor-method", f"tensors have no method {target}(): forward() calls "
                                        "it on a traced tensor as if it were something else",
                 hint=_NOT_A_TENSOR_HINT))
         if spelling is None:
             hint = UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT)
-            if target == "size" and not _feeds_a_view(node):
-                hint = _SIZE_HINT  # not the flatten idiom
+            if target == "size" and static_batch_user(node) is None:
+                hint = _SIZE_HINT  # not the flatten idiom (x.view(x.size(0), -1))
+            elif on_a_size:
+                hint = _SIZE_HINT
             return Resolution(None, display, None, path, kind, Rejection(
                 "unsupported-method", f"method {display} is not in the spelling table",
                 hint=hint))
@@ -108,19 +114,6 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
                               f"function {display} is not in the spelling table",
                               hint=UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT))
     return Resolution(None, display, None, path, kind, rejection)
-
-
-def _feeds_a_view(node: torch.fx.Node) -> bool:
-    """True when a size node's value (or an item of it) is a size a view or reshape asks
-    for: the `x.view(x.size(0), -1)` idiom the flatten hint is about."""
-    for user in node.users:
-        if (user.op == "call_method" and user.target in _VIEWS) or (
-                user.op == "call_function" and user.target is torch.reshape):
-            return True
-        if user.op == "call_function" and user.target is operator.getitem \
-                and _feeds_a_view(user):
-            return True
-    return False
 
 
 def _display(target: Any) -> str:
