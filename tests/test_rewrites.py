@@ -426,7 +426,7 @@ HINTS = [
     (nn.Sequential(nn.Linear(4, 4), nn.Sigmoid()), (4,), "unsupported-module",
      "not piecewise-linear (nn.Sigmoid)"),
     (nn.Sequential(nn.ZeroPad2d(1), nn.Conv2d(1, 1, 3)), (1, 4, 4), "unsupported-module",
-     "give the next Conv2d the padding itself"),
+     "give that Conv2d the padding itself"),
     (SizeUsedArithmetically(), (4,), "unsupported-method", "use a Python constant"),
 ]
 

@@ -160,21 +160,25 @@ REJECTED_FUNCTIONS: dict[object, tuple[str, str, str]] = {
 _NOT_PIECEWISE_LINEAR = "not piecewise-linear ({}): NCET maps piecewise-linear operators only"
 _NOT_CANONICAL = ("piecewise-linear ({}) but not among NCET's canonical operators, and no "
                   "rewrite maps it (docs/support-boundary.md)")
-_PADDING = ("padding is not among NCET's canonical operators: give the next Conv2d the padding "
-            "itself (padding=(p, p) pads with zeros), or pad the input before converting")
+_PADDING = ("padding is not among NCET's canonical operators: if it pads with zeros, the same "
+            "on both sides, and a Conv2d follows, give that Conv2d the padding itself "
+            "(padding=(p, p)); otherwise pad the input before it reaches the model")
 
 UNSUPPORTED_HINTS: dict[object, str] = {
     "size": "use x.flatten(1) instead of x.view(x.size(0), -1)",
     "contiguous": "remove .contiguous(); GraphIR has no memory layout",
-    "chunk": "take slices instead, x[:, a:b] (one GetItem/Slice per piece)",
-    "split": "take slices instead, x[:, a:b] (one GetItem/Slice per piece)",
+    "chunk": "take slices along the chunked dimension instead, e.g. x[:, a:b] for dim 1 (one "
+             "GetItem/Slice per piece; the batch axis stays whole)",
+    "split": "take slices along the chunked dimension instead, e.g. x[:, a:b] for dim 1 (one "
+             "GetItem/Slice per piece; the batch axis stays whole)",
     "sum": "write x.mean(dim) * n, n the number of elements summed (Mean, then "
-           "ElementwiseAffine)",
+           "ElementwiseAffine): equal in exact arithmetic, rounded differently",
     "clamp": _NOT_CANONICAL.format("clamping"),
     torch.clamp: _NOT_CANONICAL.format("clamping"),
-    torch.chunk: "take slices instead, x[:, a:b] (one GetItem/Slice per piece)",
+    torch.chunk: "take slices along the chunked dimension instead, e.g. x[:, a:b] for dim 1 (one "
+             "GetItem/Slice per piece; the batch axis stays whole)",
     torch.sum: "write x.mean(dim) * n, n the number of elements summed (Mean, then "
-               "ElementwiseAffine)",
+               "ElementwiseAffine): equal in exact arithmetic, rounded differently",
     F.pad: _PADDING,
     nn.ZeroPad2d: _PADDING,
     nn.ConstantPad2d: _PADDING,
