@@ -63,8 +63,8 @@ def graphir_sha256(ir: GraphIR) -> str:
             save(ir, path)
         except ValueError as exc:
             raise ExportError(f"cannot export a GraphIR that cannot be saved: {exc}") from None
-        with open(path, "rb") as f:
-            return hashlib.sha256(f.read()).hexdigest()
+        with open(path, "rb") as f:  # streamed: no second copy of the constants in memory
+            return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def _outputs(b: GraphBuilder, ir: GraphIR) -> list[onnx.ValueInfoProto]:

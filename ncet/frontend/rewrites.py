@@ -135,7 +135,7 @@ def rewrite_graph(graph: torch.fx.Graph, modules: dict[str, nn.Module]
         outcome = static_batch_rewrite(node)
         if outcome is not None:
             size = _batch_slot(node)
-            node.meta[ORIGINAL] = (node.op, node.target, _with_leading(node.args, size),
+            node.meta[ORIGINAL] = (node.op, node.target, _swapped(node.args, size, LEADING),
                                    dict(node.kwargs))
             rest = _sizes(node)[1:]
             if rest == [-1]:  # v.flatten(1), or torch.flatten(v, 1)
@@ -331,13 +331,15 @@ def _name(target: object) -> str:
     return f"{prefix}.{getattr(target, '__name__', repr(target))}"
 
 
-def _with_leading(args: tuple, size: torch.fx.Node) -> tuple:
-    """`args` with the node `size` replaced by `LEADING` (also inside a packed shape)."""
-    def swap(a):
-        if a is size:
-            return LEADING
-        return type(a)(swap(x) for x in a) if isinstance(a, (tuple, list)) else a
-    return tuple(swap(a) for a in args)
+def _swapped(value, old: object, new: object):
+    """`value` with `old` (compared by identity) replaced by `new`, also inside tuples and
+    lists (a packed shape): the size a static reshape drops becomes `LEADING` in its original
+    form, and `LEADING` the viewed tensor's leading size when that form is run."""
+    if value is old:
+        return new
+    if isinstance(value, (tuple, list)):
+        return type(value)(_swapped(v, old, new) for v in value)
+    return value
 
 
 # --- checking a rewrite on the example inputs ---------------------------------------------------
@@ -356,7 +358,7 @@ def check_rewrite(node: torch.fx.Node, rule: str, values: Callable[[torch.fx.Nod
         a = torch.fx.node.map_arg(args, lambda n, i=index: values(n)[i])
         k = torch.fx.node.map_arg(kwargs, lambda n, i=index: values(n)[i])
         if rule == RULE_STATIC_BATCH:
-            a = _filled(a, a[0].shape[0])
+            a = _swapped(a, LEADING, a[0].shape[0])
         elif isinstance(a[0], torch.Tensor):
             a = (a[0].clone(), *a[1:])
         try:
@@ -379,8 +381,3 @@ def check_rewrite(node: torch.fx.Node, rule: str, values: Callable[[torch.fx.Nod
             return "as written it gives other values (it reads what it overwrites)"
     return ""
 
-
-def _filled(args, leading: int):
-    if isinstance(args, (tuple, list)):
-        return type(args)(_filled(a, leading) for a in args)
-    return leading if args is LEADING else args
