@@ -62,9 +62,77 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
     return export(ir, path, profile=profile, batch=batch, **options)
 
 
+def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True,
+               end_to_end=True, threads=0, progress=False, keep_samples=256):
+    """Certify an exported ONNX file: run it in onnxruntime and hold every IR node's value
+    to the same certified bound as `check_exactness` holds PyTorch's.
+
+    onnxruntime runs the file on its CPU provider with graph optimizations off and every IR
+    node's value exposed (the ONNX value its pattern ends in, named after the node). Each
+    node is checked node-local (the IR node in float64 on onnxruntime's own values of its
+    inputs) and end to end (against the float64 reference run from the inputs, with error
+    radii carried); the file's graph outputs are held to the reference too. The file is also
+    read against the GraphIR: an initializer that is not the IR constant bit for bit, or a
+    node reading a value that is not one of its IR node's inputs, is a violation at that
+    node; an IR node with no value in the file is unchecked. onnxruntime's arithmetic is
+    probed on its threads (docs/exactness.md §6). Needs the `onnx` extra.
+
+    Args:
+        ir: The GraphIR the file was exported from (`to_onnx`).
+        onnx_model: The onnx.ModelProto, or the path of the file.
+        *inputs: Batched inputs; generated as `check_exactness` generates them when omitted.
+            A file with a fixed batch size (`batch=1`, the verifier profile) is run in
+            batches of that size.
+        samples_per_scale, seed, local, end_to_end, progress, keep_samples: As in
+            `check_exactness`.
+        threads: onnxruntime's intra-op threads (0: its default, one per core).
+
+    Returns:
+        An ExactnessReport (`.ok`, `.first_violation`, `.runtime` "onnxruntime <version>").
+
+    Raises:
+        ValueError: The file's inputs or outputs are not the GraphIR's, the file is not an
+            ONNX model onnxruntime can load, or the inputs do not match the IR.
+        TypeError: `ir` is not a GraphIR, or `onnx_model` neither a ModelProto nor a path.
+        ImportError: onnx or onnxruntime is not installed.
+
+    Example:
+        >>> report = ncet.check_onnx(ir, ncet.to_onnx(ir, "net.onnx"))
+        >>> report.ok, report.first_violation
+    """
+    from .export.runtime import check_onnx as check
+
+    return check(ir, onnx_model, *inputs, samples_per_scale=samples_per_scale, seed=seed,
+                 local=local, end_to_end=end_to_end, threads=threads, progress=progress,
+                 keep_samples=keep_samples)
+
+
+def lint_onnx(model_or_path, tool):
+    """List every node of an ONNX file that a verification tool would reject or silently
+    mis-handle, with the node, the reason and the tool-side source (docs/export.md).
+
+    Args:
+        model_or_path: An onnx.ModelProto, a path, or the file's bytes.
+        tool: One of `ncet.export.lint.LINT_TOOLS` ("abcrown", "marabou", "nnv", "eran").
+
+    Returns:
+        A LintReport (`.ok`, `.findings`, `str()`, `.to_dict()`, `.to_pandas()`).
+
+    Raises:
+        ValueError: An unknown tool, or a file that is not an ONNX model.
+        ImportError: onnx is not installed.
+
+    Example:
+        >>> print(ncet.lint_onnx("net.onnx", tool="eran"))
+    """
+    from .export.lint import lint_onnx as lint
+
+    return lint(model_or_path, tool)
+
+
 __all__ = [
     "ConversionError", "ConversionReport", "ExactnessEntry", "ExactnessReport", "GraphIR",
     "GraphIRFormatError", "IRNode", "NCETError", "Row", "Source", "SupportBoundaryError",
     "TraceError", "UnsupportedOperatorError", "check_exactness", "convert", "diagnose",
-    "evaluate", "load", "save", "to_onnx",
+    "check_onnx", "evaluate", "lint_onnx", "load", "save", "to_onnx",
 ]

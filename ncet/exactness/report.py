@@ -134,6 +134,8 @@ class ExactnessReport:
             sampled elements; read with `value_sample`.
         output_samples: Output name -> (flat indices, eager values, reference values);
             read with `output_error_sample`.
+        runtime: What computed the values checked: "PyTorch" (`check_exactness`), or
+            another runtime (`check_onnx`: "onnxruntime <version>").
     """
 
     entries: tuple[ExactnessEntry, ...]
@@ -148,6 +150,7 @@ class ExactnessReport:
         default_factory=_no_samples, repr=False, compare=False)
     output_samples: Mapping[str, tuple[torch.Tensor, ...]] = field(
         default_factory=_no_samples, repr=False, compare=False)
+    runtime: str = "PyTorch"
 
     def value_sample(self, node_name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """PyTorch's values and the float64 end-to-end reference values of one IR node at up
@@ -299,8 +302,10 @@ class ExactnessReport:
                        "or a forward hook, which is not part of the graph)")
         elif any(o.violations for o in self.outputs):
             names = ", ".join(repr(o.name) for o in self.outputs if o.violations)
-            verdict = (f"VIOLATION at output {names}: the eager model differs from the "
-                       "reference beyond the bound")
+            who = "the eager model" if self.runtime == "PyTorch" else \
+                f"{self.runtime}'s output"
+            verdict = f"VIOLATION at output {names}: {who} differs from the reference beyond " \
+                "the bound"
         else:
             entry = next((e for e in self.entries if not e.checked), None)
             where = f"; first node {entry.name!r}: {entry.note}" if entry is not None else \

@@ -1,0 +1,197 @@
+"""ncet.check_onnx (docs/exactness.md §6): onnxruntime's execution of an exported file held to
+GraphIR's certified bounds node by node; faults seeded in the file are found at their node."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import ncet
+from ncet.examples import EXAMPLES
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+
+from onnx import numpy_helper  # noqa: E402
+
+
+def _seeded(build):
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(0)
+        model = build().eval()
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d | nn.BatchNorm1d):
+                m.running_mean.normal_(0.0, 0.2)
+                m.running_var.uniform_(0.5, 2.0)
+    return model
+
+
+class Branches(nn.Module):
+    """A square Linear, a padded Conv with BatchNorm, and a Concat of two different halves."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3)
+        self.square = nn.Linear(12, 12)
+
+    def forward(self, x):
+        y = self.bn(self.conv(x))
+        z = torch.cat([torch.relu(y), y * 2.0], dim=1)
+        return self.square(torch.flatten(z[:, :, :1, :2], 1))
+
+
+def _branches():
+    model = _seeded(Branches)
+    return model, ncet.convert(model, (2, 4, 4))
+
+
+def _nodes(model: onnx.ModelProto, op_type: str) -> list[onnx.NodeProto]:
+    return [n for n in model.graph.node if n.op_type == op_type]
+
+
+def _attr(node: onnx.NodeProto, name: str) -> onnx.AttributeProto:
+    return next(a for a in node.attribute if a.name == name)
+
+
+def _transb_flipped(m):
+    gemm = _nodes(m, "Gemm")[0]
+    _attr(gemm, "transB").i = 0  # a square weight: the shapes cannot tell
+    return gemm
+
+
+def _weight_transposed(m):
+    gemm = _nodes(m, "Gemm")[0]
+    init = next(t for t in m.graph.initializer if t.name == gemm.input[1])
+    init.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(init).T.copy(), init.name))
+    return gemm
+
+
+def _epsilon_changed(m):
+    bn = _nodes(m, "BatchNormalization")[0]
+    _attr(bn, "epsilon").f = 1e-3
+    return bn
+
+
+def _pad_off_by_one(m):
+    conv = _nodes(m, "Conv")[0]
+    _attr(conv, "pads").ints[:] = [2, 1, 0, 1]  # the same output shape, shifted a row
+    return conv
+
+
+def _concat_swapped(m):
+    cat = _nodes(m, "Concat")[0]
+    cat.input[0], cat.input[1] = cat.input[1], cat.input[0]
+    return cat
+
+
+def _ir_node(onnx_node: onnx.NodeProto) -> str:
+    return onnx_node.output[0].partition("/")[0]
+
+
+SEEDED_FAULTS = [
+    # (fault, what it does to the file)
+    (_transb_flipped, "Gemm transB=0 on a square weight"),
+    (_weight_transposed, "the square Gemm weight's initializer transposed"),
+    (_epsilon_changed, "BatchNormalization epsilon 1e-5 -> 1e-3"),
+    (_pad_off_by_one, "Conv pads [1, 1, 1, 1] -> [2, 1, 0, 1]"),
+    (_concat_swapped, "Concat's two inputs swapped"),
+]
+
+
+@pytest.mark.parametrize(("fault", "what"), SEEDED_FAULTS, ids=[w for _, w in SEEDED_FAULTS])
+def test_a_fault_seeded_in_the_file_is_found_at_its_node(fault, what):
+    _, ir = _branches()
+    exported = ncet.to_onnx(ir)
+    assert ncet.check_onnx(ir, exported).ok, "the file as exported is certified"
+    node = _ir_node(fault(exported))
+    report = ncet.check_onnx(ir, exported)
+    assert not report.ok
+    assert report.first_violation is not None and report.first_violation.name == node, \
+        f"{what}: first violation at {report.first_violation} instead of {node!r}"
+    assert report.summary().startswith(f"VIOLATION at node {node!r}")
+
+
+CONVERTING = [name for name, example in EXAMPLES.items() if example.converts]
+
+
+@pytest.mark.parametrize("name", CONVERTING)
+@pytest.mark.parametrize("batch", [None, 1])
+def test_every_bundled_example_is_certified_in_onnxruntime(name, batch):
+    example = EXAMPLES[name]
+    ir = ncet.convert(example.build(), *example.input_shapes)
+    report = ncet.check_onnx(ir, ncet.to_onnx(ir, batch=batch), samples_per_scale=4)
+    assert report.ok, report.summary()
+    assert report.runtime.startswith("onnxruntime ")
+    assert not report.unchecked and len(report.entries) == len(ir.nodes) - len(ir.inputs) - 1
+    assert "onnxruntime" in report.inputs and "ORT_DISABLE_ALL" in report.arithmetic.describe()
+
+
+def test_the_report_is_check_exactness_report_on_the_same_inputs():
+    model, ir = _branches()
+    x = torch.randn(8, 2, 4, 4)
+    ours = ncet.check_onnx(ir, ncet.to_onnx(ir), x)
+    torchs = ncet.check_exactness(model, ir, x)
+    assert type(ours) is type(torchs) and ours.ok and torchs.ok
+    assert [e.name for e in ours.entries] == [e.name for e in torchs.entries]
+    assert [e.location for e in ours.entries] == [e.location for e in torchs.entries]
+    assert [(e.local_bound > 0) for e in ours.entries] == \
+        [(e.local_bound > 0) for e in torchs.entries], "bounds where rounding happens"
+
+
+def test_a_float64_graph_without_conv_is_checked():
+    # eps a float32 value: ONNX's epsilon attribute is float32 (docs/export.md)
+    model = _seeded(lambda: nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4, eps=2.0 ** -17),
+                                          nn.ReLU(), nn.Linear(4, 2))).double()
+    ir = ncet.convert(model, (5,), dtype=torch.float64)
+    report = ncet.check_onnx(ir, ncet.to_onnx(ir), samples_per_scale=4)
+    assert report.ok, report.summary()
+
+
+def test_a_value_missing_from_the_file_leaves_its_node_unchecked():
+    _, ir = _branches()
+    exported = ncet.to_onnx(ir)
+    relu = _nodes(exported, "Relu")[0]
+    name = _ir_node(relu)
+    renamed = relu.output[0] + "_renamed"
+    for node in exported.graph.node:
+        node.input[:] = [renamed if v == relu.output[0] else v for v in node.input]
+    relu.output[0] = renamed
+    for info in exported.graph.value_info:
+        if info.name == name:
+            info.name = renamed
+    report = ncet.check_onnx(ir, exported, samples_per_scale=2)
+    assert not report.ok
+    entry = next(e for e in report.entries if e.name == name)
+    assert entry.violated and "no value named" in entry.note
+
+
+def test_a_file_of_another_graph_is_refused_with_the_reason(tmp_path):
+    _, ir = _branches()
+    other = ncet.convert(_seeded(lambda: nn.Linear(3, 2)), (3,))
+    with pytest.raises(ValueError, match="not the GraphIR's Input nodes|is .* of element type"):
+        ncet.check_onnx(ir, ncet.to_onnx(other))
+    hostile = tmp_path / "hostile.onnx"
+    hostile.write_bytes(b"\x08\x07garbage" * 10)
+    with pytest.raises(ValueError, match="not an ONNX model"):
+        ncet.check_onnx(ir, hostile)
+    with pytest.raises(TypeError):
+        ncet.check_onnx(ir, 42)
+
+
+def test_the_file_is_not_changed_by_the_check():
+    _, ir = _branches()
+    exported = ncet.to_onnx(ir)
+    before = exported.SerializeToString()
+    ncet.check_onnx(ir, exported, samples_per_scale=2)
+    assert exported.SerializeToString() == before
+
+
+def test_onnxruntimes_arithmetic_is_probed_on_its_threads():
+    from ncet.export.runtime import probe_onnxruntime, read_onnxruntime_arithmetic
+
+    assert probe_onnxruntime() == [], "this machine's onnxruntime keeps IEEE arithmetic"
+    model = read_onnxruntime_arithmetic(threads=2)
+    assert model.certified and model.flags["graph_optimization_level"] == "ORT_DISABLE_ALL"
+    assert any("probed on every thread" in note for note in model.notes)
