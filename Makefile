@@ -37,6 +37,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
+	$(BIN)/python -m pip install -c constraints.txt --no-deps onnx2pytorch onnx2torch
 	touch $@
 
 demo: venv
