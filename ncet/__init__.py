@@ -37,8 +37,11 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
     Args:
         ir: The graph, e.g. from `convert`.
         path: If given, the model is also written there (atomically).
-        profile: "canonical" (the natural ONNX spelling of each op_type).
-        batch: None for a symbolic batch axis "N", or a fixed positive batch size.
+        profile: "canonical" (the natural ONNX spelling of each op_type), or "verifier"
+            (the shape verification tools read: Flatten then Gemm(transB=1), batch 1, only
+            the ops of `ncet.export.VERIFIER_OPS`).
+        batch: None for a symbolic batch axis "N" (canonical; 1 for verifier), or a fixed
+            positive batch size (verifier: only 1).
         opset: The ONNX opset of the default domain (18 or later); None for the tested one,
             `ncet.export.DEFAULT_OPSET` (21).
 

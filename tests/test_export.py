@@ -1,6 +1,7 @@
 """ncet.to_onnx, canonical profile (docs/export.md): every op_type and bundled example exported,
 checked by onnx's checker and strict shape inference, and run in onnxruntime against the eager
-model (PyTorch is the oracle), at batch 1 and 3 with the symbolic batch axis."""
+model (PyTorch is the oracle), at batch 1 and 3 with the symbolic batch axis. The verifier
+profile's tests are tests/test_export_verifier.py, on the same rows and helper."""
 
 from __future__ import annotations
 
@@ -23,7 +24,7 @@ from tests.zoo_models import CONVERTS, ZOO
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from ncet.export import ExportError  # noqa: E402
+from ncet.export import PROFILES, ExportError  # noqa: E402
 
 # Every graph here is a handful of nodes with fan-in below 1,000 and values of order 1, so
 # PyTorch's and onnxruntime's float32 results differ by a few roundings per dot product
@@ -115,10 +116,13 @@ ZOO_ROWS = [(f"zoo-{e.name}", e.factory, list(e.shapes), set())
             for e in ZOO if e.as_written == CONVERTS]
 
 
-def _export_and_run(build, shapes, dtype=torch.float32, batch=None, rewrite=False):
+def _export_and_run(build, shapes, dtype=torch.float32, batch=None, rewrite=False,
+                    profile="canonical"):
+    """Convert, export, check, and run in onnxruntime against the eager model: at `batch`,
+    at the profile's fixed batch, or at 1 and 3 on the symbolic batch axis."""
     model = _seeded(build).to(dtype)
     ir = ncet.convert(model, *shapes, dtype=dtype, rewrite=rewrite)
-    exported = ncet.to_onnx(ir, batch=batch)
+    exported = ncet.to_onnx(ir, batch=batch, profile=profile)
     onnx.checker.check_model(exported, full_check=True)
     onnx.shape_inference.infer_shapes(exported, strict_mode=True)
     options = ort.SessionOptions()
@@ -127,7 +131,8 @@ def _export_and_run(build, shapes, dtype=torch.float32, batch=None, rewrite=Fals
                                    providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     rtol, atol = TOLERANCE[str(dtype).removeprefix("torch.")]
-    for n in ([batch] if batch else [1, 3]):
+    fixed = batch or PROFILES[profile].fixed_batch
+    for n in ([fixed] if fixed else [1, 3]):
         generator = torch.Generator().manual_seed(n)
         xs = [torch.randn(n, *s, generator=generator, dtype=dtype) for s in shapes]
         feed = {name: x.numpy().copy() for name, x in zip(names, xs)}  # before the model,
@@ -251,7 +256,7 @@ def test_path_writes_the_same_bytes(tmp_path):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"profile": "verifier"}, "unknown profile"),
+    ({"profile": "nonesuch"}, "unknown profile"),
     ({"batch": 0}, "positive int"),
     ({"batch": True}, "positive int"),
     ({"opset": 12}, "opset"),

@@ -40,12 +40,17 @@ class GraphBuilder:
     """Collects the ONNX nodes, initializers and value names of one export.
 
     Every value name is unique across graph inputs, initializers and node outputs; a GraphIR
-    whose names collide is refused rather than renamed, so names stay the IR's.
+    whose names collide is refused rather than renamed, so names stay the IR's. With `ops`
+    (a profile's op set), a node of any other ONNX op type is refused: a pattern that would
+    step outside its profile is caught here, whichever pattern it is.
     """
 
-    def __init__(self, ir: GraphIR, batch: int | None, opset: int):
+    def __init__(self, ir: GraphIR, batch: int | None, opset: int,
+                 ops: frozenset[str] | None = None, profile: str = "canonical"):
         self.ir = ir
         self.opset = opset
+        self.ops = ops
+        self.profile = profile
         self.batch_dim: int | str = "N" if batch is None else batch
         self.batch = batch
         self.nodes: list[onnx.NodeProto] = []
@@ -97,6 +102,10 @@ class GraphBuilder:
     def node(self, op: str, inputs: list[str], output: str | None = None, **attrs) -> str:
         """Append one ONNX node of the current IR node's pattern; returns its output name."""
         ir_node = self.current
+        if self.ops is not None and op not in self.ops:
+            raise refuse(ir_node, f"its pattern needs ONNX {op}, which is outside the "
+                                  f"{self.profile} profile's op set; export with another "
+                                  "profile")
         if output is None:
             self._counter += 1
             output = self.helper_name(f"{op}_{self._counter}")

@@ -14,10 +14,7 @@ from ..format.atomic import atomic_writer
 from ..format.file import save
 from ..ir import CONSTANT_ATTRS, GraphIR, IRNode
 from .builder import ELEMENT_TYPES, ExportError, GraphBuilder, refuse
-from .patterns import PATTERNS
-
-PROFILES = ("canonical",)
-"""The export profiles there are (docs/export.md)."""
+from .profiles import PROFILES
 
 DEFAULT_OPSET = 21
 MIN_OPSET = 18  # ReduceMean's axes and Pad's pads as inputs, Squeeze/Unsqueeze axes inputs
@@ -27,12 +24,16 @@ def _check_arguments(ir, profile, batch, opset) -> None:
     if not isinstance(ir, GraphIR):
         raise TypeError(f"to_onnx() expects a GraphIR (from ncet.convert or ncet.load), not "
                         f"{type(ir).__name__}")
-    if profile not in PROFILES:
+    if not isinstance(profile, str) or profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; choose one of {', '.join(PROFILES)}")
     if batch is not None and (isinstance(batch, bool) or not isinstance(batch, int)
                               or batch < 1):
         raise ValueError(f"batch must be None (a symbolic batch axis 'N') or a positive int, "
                          f"not {batch!r}")
+    fixed = PROFILES[profile].fixed_batch
+    if fixed is not None and batch not in (None, fixed):
+        raise ValueError(f"the {profile} profile fixes the batch to {fixed}; give batch=None "
+                         f"or batch={fixed}, not {batch!r}")
     latest = onnx.defs.onnx_opset_version()
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= latest:
         raise ValueError(f"opset must be an int from {MIN_OPSET} to {latest}, not {opset!r}")
@@ -86,7 +87,10 @@ def _outputs(b: GraphBuilder, ir: GraphIR) -> list[onnx.ValueInfoProto]:
 def build_model(ir: GraphIR, profile: str = "canonical", batch: int | None = None,
                 opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
     _check_arguments(ir, profile, batch, opset)
-    b = GraphBuilder(ir, batch, opset)
+    spec = PROFILES[profile]
+    if spec.fixed_batch is not None:
+        batch = spec.fixed_batch
+    b = GraphBuilder(ir, batch, opset, spec.ops, spec.name)
     inputs = []
     for node in sorted(ir.inputs, key=lambda n: n.attrs["index"]):
         b.current = node
@@ -100,14 +104,14 @@ def build_model(ir: GraphIR, profile: str = "canonical", batch: int | None = Non
             continue
         b.current = node
         _check_dtypes(ir, node)
-        PATTERNS[node.op_type](b, node, list(node.inputs))
+        spec.patterns[node.op_type](b, node, list(node.inputs))
         if node.name not in b.names:
             raise refuse(node, "internal: the pattern did not produce the node's value")
         value_info.append(b.value_info(node.name, node.dtype, node.shape))
     outputs = _outputs(b, ir)
     returned = {info.name for info in outputs}
     graph = helper.make_graph(b.nodes, "ncet", inputs, outputs, b.initializers,
-                              doc_string="exported by ncet.to_onnx, canonical profile",
+                              doc_string=f"exported by ncet.to_onnx, {profile} profile",
                               value_info=[v for v in value_info if v.name not in returned])
     opset_id = helper.make_opsetid("", opset)
     model = helper.make_model(graph, opset_imports=[opset_id],

@@ -139,10 +139,12 @@ def _flatten(b, node, xs):
     if rank >= 1 and a["start_dim"] == 0 and a["end_dim"] == rank - 1:
         b.node("Flatten", xs, node.name, axis=1)
     else:
-        _reshape_to(b, node, xs[0], node.shape)
+        reshape_to(b, node, xs[0], node.shape)
 
 
-def _reshape_to(b, node, x, shape):
+def reshape_to(b, node, x, shape):
+    """A Reshape of `x` to the per-sample `shape` producing the node's value: the batch axis
+    copied (0) when symbolic, written out when fixed."""
     if b.batch is None:
         if 0 in shape:
             raise refuse(node, "a reshape to an empty shape cannot keep a symbolic batch "
@@ -239,7 +241,7 @@ PATTERNS: dict[str, Pattern] = {
     "ReduceMean": lambda b, n, xs: b.node(
         "ReduceMean", [xs[0], b.ints("axes", [a + 1 for a in n.attrs["axes"]])], n.name,
         keepdims=int(n.attrs["keepdim"])),
-    "Reshape": lambda b, n, xs: _reshape_to(b, n, xs[0], n.shape),
+    "Reshape": lambda b, n, xs: reshape_to(b, n, xs[0], n.shape),
     "Permute": lambda b, n, xs: b.node("Transpose", xs, n.name,
                                        perm=[0, *(p + 1 for p in n.attrs["perm"])]),
     "Transpose": _transpose,
