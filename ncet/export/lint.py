@@ -1,0 +1,148 @@
+"""`lint_onnx`: every node of an ONNX file that a given verification tool would reject or
+silently mis-handle, with the reason and the tool-side evidence (tools.py)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import asdict, dataclass
+
+import onnx
+
+from .tool_graph import GraphContext
+from .tools import LINT_TOOLS, RULES_BY_OP, TOOLS
+
+__all__ = ["LINT_TOOLS", "LintFinding", "LintReport", "lint_onnx"]
+
+
+@dataclass(frozen=True, slots=True)
+class LintFinding:
+    """One node a tool would reject or mis-handle."""
+
+    node: str
+    op_type: str
+    verdict: str
+    reason: str
+    source: str
+    location: str = ""
+    code: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class LintReport:
+    """The findings of `lint_onnx` for one model and one tool."""
+
+    tool: str
+    findings: tuple[LintFinding, ...]
+    nodes: int
+
+    @property
+    def ok(self) -> bool:
+        """True when the tool is expected to load every node as ONNX defines it."""
+        return not self.findings
+
+    def __str__(self) -> str:
+        head = (f"lint for {self.tool} ({TOOLS[self.tool].importer}): {self.nodes} nodes, "
+                f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}")
+        lines = [head]
+        for f in self.findings:
+            at = f" [{f.location}]" if f.location else ""
+            lines.append(f"  {f.node} ({f.op_type}){at}: {f.verdict}: {f.reason}")
+            lines.append(f"      source: {f.source}")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """A JSON-serialisable form (the CLI's --json)."""
+        return {"tool": self.tool, "nodes": self.nodes, "ok": self.ok,
+                "findings": [asdict(f) for f in self.findings]}
+
+    def to_pandas(self):
+        """The findings as a pandas DataFrame, one row per finding (imports pandas)."""
+        import pandas as pd
+
+        columns = [name for name in LintFinding.__dataclass_fields__]
+        return pd.DataFrame([asdict(f) for f in self.findings], columns=columns)
+
+
+def _location(node: onnx.NodeProto) -> str:
+    """NCET's source line from the node's provenance (`...; at: file:line`), if any."""
+    for part in node.doc_string.split("; "):
+        if part.startswith("at: "):
+            return part[4:].strip()
+    return ""
+
+
+def _load(model_or_path) -> onnx.ModelProto:
+    if isinstance(model_or_path, onnx.ModelProto):
+        return model_or_path
+    if isinstance(model_or_path, (bytes, bytearray, memoryview)):
+        data, what = bytes(model_or_path), "the bytes given"
+    elif isinstance(model_or_path, (str, os.PathLike)):
+        what = repr(os.fspath(model_or_path))
+        with open(model_or_path, "rb") as f:
+            data = f.read()
+    else:
+        raise TypeError(f"lint_onnx() expects an onnx.ModelProto, a path or bytes, not "
+                        f"{type(model_or_path).__name__}")
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as exc:  # protobuf's DecodeError, or worse, on a hostile file
+        raise ValueError(f"{what} is not an ONNX model: it does not parse as one "
+                         f"({type(exc).__name__})") from None
+    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
+        raise ValueError(f"{what} is not an ONNX model: no IR version or no graph nodes")
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:  # onnx.checker.ValidationError and its C++ relatives
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise ValueError(f"{what} is not a valid ONNX model: {first}") from None
+    return model
+
+
+def _node_name(node: onnx.NodeProto, index: int) -> str:
+    if node.name:
+        return node.name
+    return f"#{index} ({node.output[0]})" if node.output else f"#{index}"
+
+
+def lint_onnx(model_or_path, tool: str) -> LintReport:
+    """Lists every node of an ONNX model that `tool`'s importer would reject or silently
+    mis-handle, with the reason and the tool-side source (docs/export.md).
+
+    Only the top-level graph is checked (no Loop/If bodies). An op type outside the tool's
+    supported list is reported as rejected; the others are held to the tool's rules.
+
+    Args:
+        model_or_path: An `onnx.ModelProto`, a path to a .onnx file, or its bytes.
+        tool: One of `LINT_TOOLS`: "abcrown", "marabou", "nnv", "eran".
+
+    Returns:
+        A `LintReport`; `.ok` when nothing was found, `str()` for a readable listing.
+
+    Raises:
+        ValueError: `tool` is unknown, or the file or bytes are not a valid ONNX model.
+        TypeError: `model_or_path` is none of the accepted kinds.
+
+    Example:
+        >>> report = lint_onnx("model.onnx", tool="eran")  # doctest: +SKIP
+        >>> print(report)  # doctest: +SKIP
+    """
+    if tool not in TOOLS:
+        raise ValueError(f"unknown tool {tool!r}; choose one of {', '.join(LINT_TOOLS)}")
+    model = _load(model_or_path)
+    spec = TOOLS[tool]
+    ctx = GraphContext.of(model.graph)
+    findings = []
+    for index, node in enumerate(ctx.nodes):
+        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+        name, location = _node_name(node, index), _location(node)
+        matched = [r for r in RULES_BY_OP.get((tool, op), ())
+                   if r.condition is None or r.condition(node, ctx)]
+        for rule in matched:
+            findings.append(LintFinding(name, op, rule.verdict, rule.reason, rule.source,
+                                        location, rule.code))
+        if op not in spec.supported and not matched:
+            findings.append(LintFinding(
+                name, op, "rejects", f"{op} is not in {tool}'s supported ops", spec.source,
+                location, f"{tool}-unsupported-op"))
+    return LintReport(tool, tuple(findings), len(ctx.nodes))

@@ -1,0 +1,370 @@
+"""lint_onnx and the per-tool rule table (ncet/export/tools.py, docs/export.md): one row
+per rule, the smallest ONNX graph that triggers it and the same op in a form the tool accepts;
+then NCET's own exports, file inputs and hostile files."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import random
+import tempfile
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+import ncet
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from ncet.export.lint import LINT_TOOLS, LintReport, lint_onnx  # noqa: E402
+from ncet.export.tools import RULES, TOOLS  # noqa: E402
+
+F = TensorProto.FLOAT
+
+
+def node(op, inputs, outputs, name=None, **attrs):
+    return helper.make_node(op, inputs, outputs, name=name or f"{op.lower()}_{outputs[0]}",
+                            **attrs)
+
+
+def model(nodes, x=(1, 3), inits=None, shapes=None, opset=21):
+    """A one-input graph `x`; the last node's first output is the graph output; `shapes`
+    are value_info for values the rule conditions read."""
+    inits = {k: numpy_helper.from_array(np.asarray(v), k) for k, v in (inits or {}).items()}
+    out = nodes[-1].output[0]
+    infos = [helper.make_tensor_value_info(k, F, s) for k, s in (shapes or {}).items()]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(x))],
+                              [helper.make_tensor_value_info(out, F, None)],
+                              list(inits.values()), value_info=infos)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def w(*shape):
+    return np.ones(shape, dtype=np.float32)
+
+
+def i64(values):
+    return np.array(values, dtype=np.int64)
+
+
+POOL = dict(kernel_shape=[2, 2], strides=[1, 1])
+X4 = (1, 2, 4, 4)
+
+# rule code -> (the smallest model that triggers it, the same op in a form the tool accepts
+# or None where the tool accepts no form of it); the flagged node is the one of the rule's op
+CASES = {
+    "abcrown-gemm-transa": (
+        model([node("Gemm", ["x", "W"], ["y"], transA=1, transB=1)], (3, 1), {"W": w(4, 3)}),
+        model([node("Gemm", ["x", "W"], ["y"], transB=1)], (1, 3), {"W": w(4, 3)})),
+    "abcrown-gemm-b-dynamic": (
+        model([node("Relu", ["x"], ["r"]), node("Gemm", ["x", "r"], ["y"])], (3, 3)),
+        model([node("Gemm", ["x", "W"], ["y"])], (1, 3), {"W": w(3, 4)})),
+    "abcrown-matmul-weight-first": (
+        model([node("MatMul", ["W", "x"], ["m"]), node("Relu", ["m"], ["y"])], (3, 3),
+              {"W": w(3, 3)}),
+        model([node("MatMul", ["x", "W"], ["m"]), node("Relu", ["m"], ["y"])], (1, 3),
+              {"W": w(3, 4)})),
+    "abcrown-matmul-fuses-next-add": (
+        model([node("MatMul", ["x", "W"], ["m"]), node("Add", ["x", "b"], ["a"]),
+               node("Sub", ["m", "a"], ["y"])], (1, 3), {"W": w(3, 3), "b": w(3)}),
+        model([node("MatMul", ["x", "W"], ["m"]), node("Add", ["m", "b"], ["y"])], (1, 3),
+              {"W": w(3, 4), "b": w(4)})),
+    "abcrown-matmul-last-node": (
+        model([node("MatMul", ["x", "W"], ["y"])], (1, 3), {"W": w(3, 4)}),
+        model([node("Transpose", ["W"], ["t"], perm=[1, 0]), node("MatMul", ["x", "t"], ["y"])],
+              (1, 3), {"W": w(4, 3)})),
+    "abcrown-add-constant-first": (
+        model([node("Add", ["k", "x"], ["y"])], (1, 3), {"k": w(3)}),
+        model([node("Add", ["x", "k"], ["y"])], (1, 3), {"k": w(3)})),
+    "abcrown-conv-asymmetric-pads": (
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], pads=[1, 0, 0, 1])],
+              (1, 2, 5, 5), {"W": w(4, 2, 3, 3)}),
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+              (1, 2, 5, 5), {"W": w(4, 2, 3, 3)})),
+    "abcrown-maxpool-asymmetric-pads": (
+        model([node("MaxPool", ["x"], ["y"], pads=[1, 1, 0, 0], **POOL)], X4),
+        model([node("MaxPool", ["x"], ["y"], pads=[1, 1, 1, 1], **POOL)], X4)),
+    "abcrown-averagepool-count-include-pad": (
+        model([node("AveragePool", ["x"], ["y"], count_include_pad=0, **POOL)], X4),
+        model([node("AveragePool", ["x"], ["y"], **POOL)], X4)),
+    "abcrown-averagepool-default-cip": (
+        model([node("AveragePool", ["x"], ["y"], pads=[1, 1, 1, 1], **POOL)], X4),
+        model([node("AveragePool", ["x"], ["y"], pads=[0, 0, 0, 0], **POOL)], X4)),
+    "abcrown-pad-constant": (
+        model([node("Pad", ["x", "p"], ["y"], mode="constant")], X4,
+              {"p": i64([0, 0, 1, 1, 0, 0, 1, 1])}),
+        None),
+    "abcrown-pad-mode": (
+        model([node("Pad", ["x", "p"], ["y"], mode="reflect")], X4,
+              {"p": i64([0, 0, 1, 1, 0, 0, 1, 1])}),
+        None),
+    "abcrown-relu-in-place": (
+        model([node("Sub", ["x", "k"], ["s"]), node("Relu", ["s"], ["r"]),
+               node("Add", ["s", "r"], ["y"])], (1, 3), {"k": w(3)}),
+        model([node("Sub", ["x", "k"], ["s"]), node("Relu", ["s"], ["y"])], (1, 3),
+              {"k": w(3)})),
+    "abcrown-leakyrelu-in-place": (
+        model([node("LeakyRelu", ["x"], ["r"], alpha=0.1), node("Sub", ["x", "r"], ["y"])]),
+        model([node("Sub", ["x", "k"], ["s"]), node("LeakyRelu", ["s"], ["y"], alpha=0.1)],
+              (1, 3), {"k": w(3)})),
+    "abcrown-batchnorm-dynamic-params": (
+        model([node("Constant", [], ["s"], value=numpy_helper.from_array(w(3), "s")),
+               node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], (1, 3),
+              {"b": w(3), "m": w(3), "v": w(3)}),
+        model([node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], (1, 3),
+              {"s": w(3), "b": w(3), "m": w(3), "v": w(3)})),
+    "marabou-conv-group": (
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], group=2)], (1, 4, 5, 5),
+              {"W": w(4, 2, 3, 3)}),
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], group=1)], (1, 2, 5, 5),
+              {"W": w(4, 2, 3, 3)})),
+    "marabou-conv-dilations": (
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], dilations=[2, 2])],
+              (1, 2, 7, 7), {"W": w(4, 2, 3, 3)}),
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], dilations=[1, 1])],
+              (1, 2, 7, 7), {"W": w(4, 2, 3, 3)})),
+    "marabou-maxpool-attributes": (
+        model([node("MaxPool", ["x"], ["y"], pads=[1, 1, 1, 1], **POOL)], X4),
+        model([node("MaxPool", ["x"], ["y"], pads=[0, 0, 0, 0], **POOL)], X4)),
+    "marabou-mul-variable-operand": (
+        model([node("Mul", ["k", "x"], ["y"])], (1, 3), {"k": np.float32(2.0)}),
+        model([node("Mul", ["x", "k"], ["y"])], (1, 3), {"k": np.float32(2.0)})),
+    "marabou-mul-vector": (
+        model([node("Mul", ["x", "k"], ["y"])], (1, 3), {"k": w(3)}),
+        model([node("Mul", ["x", "k"], ["y"])], (1, 3), {"k": np.float32(2.0)})),
+    "marabou-sub-broadcast": (
+        model([node("Sub", ["x", "k"], ["y"])], (1, 3), {"k": w(3)}),
+        model([node("Sub", ["x", "k"], ["y"])], (1, 3), {"k": w(1, 3)})),
+    "marabou-add-folds-shared": (
+        model([node("Gemm", ["x", "W"], ["g"], transB=1), node("Add", ["g", "b"], ["a"]),
+               node("Sub", ["g", "a"], ["y"])], (1, 3), {"W": w(3, 3), "b": w(3)}),
+        model([node("Gemm", ["x", "W"], ["g"], transB=1), node("Add", ["g", "b"], ["y"])],
+              (1, 3), {"W": w(3, 3), "b": w(3)})),
+    "marabou-concat-constant": (
+        model([node("Concat", ["x", "c"], ["y"], axis=1)], (1, 3), {"c": w(1, 2)}),
+        model([node("Relu", ["x"], ["r"]), node("Concat", ["x", "r"], ["y"], axis=1)])),
+    "marabou-reshape-zero": (
+        model([node("Reshape", ["x", "s"], ["y"])], (1, 2, 3), {"s": i64([0, 6])}),
+        model([node("Reshape", ["x", "s"], ["y"])], (1, 2, 3), {"s": i64([1, 6])})),
+    "marabou-gemm-b-dynamic": (
+        model([node("Relu", ["x"], ["r"]), node("Gemm", ["x", "r"], ["y"])], (3, 3)),
+        model([node("Gemm", ["x", "W"], ["y"], transB=1)], (1, 3), {"W": w(4, 3)})),
+    "marabou-unsqueeze-axes-attribute": (
+        model([node("Unsqueeze", ["x"], ["y"], axes=[1])], opset=11),
+        model([node("Unsqueeze", ["x", "a"], ["y"])], (1, 3), {"a": i64([1])})),
+    "marabou-squeeze-axes-attribute": (
+        model([node("Squeeze", ["x"], ["y"], axes=[1])], (1, 1, 3), opset=11),
+        model([node("Squeeze", ["x", "a"], ["y"])], (1, 1, 3), {"a": i64([1])})),
+    "marabou-slice-inputs": (
+        model([node("Slice", ["x", "s", "e"], ["y"])], (1, 4), {"s": i64([1]), "e": i64([3])}),
+        model([node("Slice", ["x", "s", "e", "a", "t"], ["y"])], (1, 4),
+              {"s": i64([1]), "e": i64([3]), "a": i64([1]), "t": i64([1])})),
+    "eran-batchnorm-ignored": (
+        model([node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], (1, 3),
+              {"s": w(3), "b": w(3), "m": w(3), "v": w(3)}),
+        None),
+    "eran-concat-ignored": (
+        model([node("Relu", ["x"], ["r"]), node("Concat", ["x", "r"], ["y"], axis=1)],
+              shapes={"x": [1, 3]}),
+        None),
+    "eran-concat-axis": (
+        model([node("Relu", ["x"], ["r"]), node("Concat", ["x", "r"], ["y"], axis=2)],
+              X4),
+        None),
+    "eran-unsqueeze-axes-input": (
+        model([node("Unsqueeze", ["x", "a"], ["y"])], (1, 3), {"a": i64([1])}),
+        model([node("Unsqueeze", ["x"], ["y"], axes=[1])], opset=11)),
+    "eran-pad": (
+        model([node("Pad", ["x", "p"], ["y"], mode="constant")], X4,
+              {"p": i64([0, 0, 1, 1, 0, 0, 1, 1])}),
+        model([node("Pad", ["x"], ["y"], mode="constant", pads=[0, 0, 1, 1, 0, 0, 1, 1])], X4,
+              opset=10)),
+    "eran-div": (
+        model([node("Div", ["x", "k"], ["y"])], (1, 3), {"k": w(3)}),
+        None),
+    "eran-mul-variables": (
+        model([node("Relu", ["x"], ["r"]), node("Mul", ["x", "r"], ["y"])]),
+        model([node("Mul", ["x", "k"], ["y"])], (1, 3), {"k": w(3)})),
+    "eran-sub-variables": (
+        model([node("Relu", ["x"], ["r"]), node("Sub", ["x", "r"], ["y"])]),
+        model([node("Sub", ["x", "k"], ["y"])], (1, 3), {"k": w(3)})),
+    "eran-gemm-inputs": (
+        model([node("Gemm", ["x", "W"], ["y"], transB=1)], (1, 3), {"W": w(4, 3)}),
+        model([node("Gemm", ["x", "W", "b"], ["y"], transB=1)], (1, 3),
+              {"W": w(4, 3), "b": w(4)})),
+    "eran-conv-group-dilations": (
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], group=2)], (1, 4, 5, 5),
+              {"W": w(4, 2, 3, 3)}),
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], pads=[1, 0, 0, 1])],
+              (1, 2, 5, 5), {"W": w(4, 2, 3, 3)})),
+    "eran-pool-asymmetric-pads": (
+        model([node("MaxPool", ["x"], ["y"], pads=[1, 1, 0, 0], **POOL)], X4),
+        model([node("MaxPool", ["x"], ["y"], pads=[1, 1, 1, 1], **POOL)], X4)),
+    "eran-avgpool-asymmetric-pads": (
+        model([node("AveragePool", ["x"], ["y"], pads=[1, 1, 0, 0], **POOL)], X4),
+        model([node("AveragePool", ["x"], ["y"], pads=[1, 1, 1, 1], **POOL)], X4)),
+    "eran-maxpool-attributes": (
+        model([node("MaxPool", ["x"], ["y"], ceil_mode=1, **POOL)], X4),
+        model([node("MaxPool", ["x"], ["y"], ceil_mode=0, **POOL)], X4)),
+    "eran-avgpool-attributes": (
+        model([node("AveragePool", ["x"], ["y"], ceil_mode=1, **POOL)], X4),
+        model([node("AveragePool", ["x"], ["y"], ceil_mode=0, **POOL)], X4)),
+    "eran-leakyrelu-alpha": (
+        model([node("LeakyRelu", ["x"], ["y"], alpha=0.2)]),
+        model([node("LeakyRelu", ["x"], ["y"], alpha=0.01)])),
+    "nnv-pad-nonzero": (
+        model([node("Pad", ["x", "p"], ["y"], mode="constant")], X4,
+              {"p": i64([0, 0, 1, 1, 0, 0, 1, 1])}),
+        None),
+}
+
+
+def _tool(code):
+    return next(r.tool for r in RULES if r.code == code)
+
+
+def test_every_rule_has_a_case():
+    assert set(CASES) == {r.code for r in RULES}
+
+
+@pytest.mark.parametrize("code", list(CASES), ids=list(CASES))
+def test_rule_triggers(code):
+    m, _ = CASES[code]
+    rule = next(r for r in RULES if r.code == code)
+    (target,) = [n for n in m.graph.node if n.op_type == rule.op_type]
+    report = lint_onnx(m, _tool(code))
+    hits = [f for f in report.findings if f.code == code]
+    assert len(hits) == 1, str(report)
+    assert hits[0].node == target.name
+    assert hits[0].op_type == rule.op_type == target.op_type
+    assert hits[0].verdict == rule.verdict
+    assert hits[0].source == rule.source and hits[0].source
+
+
+NEGATIVE = {code: case[1] for code, case in CASES.items() if case[1] is not None}
+
+
+@pytest.mark.parametrize("code", list(NEGATIVE), ids=list(NEGATIVE))
+def test_accepted_form_not_flagged(code):
+    report = lint_onnx(NEGATIVE[code], _tool(code))
+    assert report.ok, str(report)
+
+
+def _exported(*layers, shape=(4,)):
+    torch.manual_seed(0)
+    module = nn.Sequential(*layers).eval()
+    return ncet.to_onnx(ncet.convert(module, shape))
+
+
+def test_ncet_batchnorm_after_linear_mishandled_by_eran():
+    m = _exported(nn.Linear(4, 3), nn.BatchNorm1d(3))
+    report = lint_onnx(m, "eran")
+    (finding,) = report.findings
+    bn = next(n for n in m.graph.node if n.op_type == "BatchNormalization")
+    assert (finding.node, finding.op_type, finding.verdict) == (bn.name, "BatchNormalization",
+                                                                "mishandles")
+    assert report.nodes == len(m.graph.node) and not report.ok
+    assert bn.name in str(report) and "mishandles" in str(report)
+    assert lint_onnx(m, "abcrown").ok and lint_onnx(m, "marabou").ok
+
+
+class _Cat(nn.Module):
+    def forward(self, x):
+        return torch.cat([x, torch.relu(x)], dim=1)
+
+
+def test_ncet_concat_flagged_for_eran_and_location_reported():
+    m = ncet.to_onnx(ncet.convert(_Cat(), (3,)))
+    report = lint_onnx(m, "eran")
+    (finding,) = [f for f in report.findings if f.op_type == "Concat"]
+    assert finding.verdict == "mishandles" and finding.code == "eran-concat-ignored"
+    assert finding.location.startswith("test_lint_onnx.py:")
+    assert finding.location in str(report)
+
+
+def test_ncet_symbolic_batch_reshape_rejected_by_marabou_but_not_with_batch_1():
+    class View(nn.Module):
+        def forward(self, x):
+            return x.reshape(-1, 3, 2)
+
+    ir = ncet.convert(View(), (2, 3))
+    codes = [f.code for f in lint_onnx(ncet.to_onnx(ir), "marabou").findings]
+    assert codes == ["marabou-reshape-zero"]
+    assert lint_onnx(ncet.to_onnx(ir, batch=1), "marabou").ok
+
+
+def test_unsupported_op_reported_with_the_tool_source():
+    m = model([node("GlobalAveragePool", ["x"], ["y"])], X4)
+    (finding,) = lint_onnx(m, "marabou").findings
+    assert finding.verdict == "rejects" and "not in marabou's supported ops" in finding.reason
+    assert finding.source == TOOLS["marabou"].source
+    assert lint_onnx(m, "eran").findings[0].code == "eran-unsupported-op"
+    assert lint_onnx(m, "abcrown").ok
+
+
+def test_path_and_bytes_inputs():
+    m = _exported(nn.Linear(4, 3), nn.BatchNorm1d(3))
+    expected = lint_onnx(m, "eran")
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "m.onnx")
+        with open(path, "wb") as f:
+            f.write(m.SerializeToString())
+        assert lint_onnx(path, "eran") == expected
+        assert lint_onnx(pathlib.Path(path), "eran") == expected
+    assert lint_onnx(m.SerializeToString(), "eran") == expected
+
+
+def _hostile():
+    good = _exported(nn.Linear(4, 3)).SerializeToString()
+    rng = random.Random(0)
+    return {"random": bytes(rng.randrange(256) for _ in range(4096)), "empty": b"",
+            "truncated": good[: len(good) // 2], "text": b"not an onnx model\n"}
+
+
+@pytest.mark.parametrize("kind", ["random", "empty", "truncated", "text"])
+def test_hostile_file_raises_value_error(kind):
+    data = _hostile()[kind]
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "bad.onnx")
+        with open(path, "wb") as f:
+            f.write(data)
+        with pytest.raises(ValueError, match="not (a valid|an) ONNX model"):
+            lint_onnx(path, "eran")
+    with pytest.raises(ValueError, match="not (a valid|an) ONNX model"):
+        lint_onnx(data, "eran")
+
+
+def test_unknown_tool_and_wrong_type():
+    m = _exported(nn.Linear(4, 3))
+    with pytest.raises(ValueError, match="unknown tool 'dnnv'") as info:
+        lint_onnx(m, "dnnv")
+    assert all(t in str(info.value) for t in LINT_TOOLS)
+    with pytest.raises(TypeError):
+        lint_onnx(42, "eran")
+
+
+def test_report_forms():
+    report = lint_onnx(_exported(nn.Linear(4, 3), nn.BatchNorm1d(3)), "eran")
+    assert isinstance(report, LintReport)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["tool"] == "eran" and data["ok"] is False
+    assert data["findings"][0]["verdict"] == "mishandles"
+    frame = report.to_pandas()
+    assert list(frame["op_type"]) == ["BatchNormalization"]
+    assert set(LINT_TOOLS) == {"abcrown", "marabou", "nnv", "eran"}
+
+
+def test_lint_module_imports_only_onnx_and_stdlib():
+    import subprocess
+    import sys
+
+    code = ("import sys, ncet.export.lint; "
+            "print(sorted(m for m in ('pandas', 'onnxruntime') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "[]"
