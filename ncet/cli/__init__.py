@@ -1,4 +1,5 @@
-"""The `ncet` command: inspect, check, convert, show and report on models from the shell."""
+"""The `ncet` command: inspect, check, convert, export, show and report on models from the
+shell."""
 
 from __future__ import annotations
 
@@ -21,8 +22,9 @@ def main(argv: list[str] | None = None) -> int:
         argv: The arguments after the program name; `sys.argv[1:]` when None.
 
     Returns:
-        0 on success, 1 when the model is rejected, a check fails or a file is malformed,
-        130 after Ctrl-C (one line on stderr, no traceback).
+        0 on success, 1 when the model is rejected, its ONNX export is refused, a check
+        fails, a lint tool has findings or a file is malformed, 130 after Ctrl-C (one line
+        on stderr, no traceback).
 
     Raises:
         SystemExit: With status 2 for usage errors (argparse's convention), after printing

@@ -19,8 +19,23 @@ from ..examples import EXAMPLES, load_example
 from ..format.atomic import atomic_writer
 from ..frontend.report import ConversionReport
 from ..render import render_report, verdict
+from ..render.export_section import ExportFacts
+from .exporting import (
+    EXPORT_OPTIONS,
+    ExportOptionError,
+    asked_export,
+    check_export_options,
+    export_facts,
+)
 from .progress import ProgressBar
-from .records import conversion_record, document, dumps, exactness_record, graph_record
+from .records import (
+    conversion_record,
+    document,
+    dumps,
+    exactness_record,
+    export_fields,
+    graph_record,
+)
 from .targets import Target, TargetError, load_target
 
 OK, FAILED = 0, 1
@@ -113,6 +128,45 @@ def run_convert(args: argparse.Namespace) -> int:
     return _status(report.ok)
 
 
+def run_export(args: argparse.Namespace) -> int:
+    """`ncet export TARGET -o FILE`: convert, write the ONNX file, then lint and check it when
+    asked; a refusal writes nothing, lint findings and a failed check keep the file."""
+    _check_export_options(args)
+    target = _load(args)
+    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
+    facts = _export(args, report.graph, args.output) if report.ok else None
+    ok = facts is not None and facts.ok
+    if args.json:
+        _print_json("export", **_about(target, args), ok=ok,
+                    conversion=conversion_record(report), **export_fields(facts))
+    elif facts is None or not facts.exported:
+        if facts is None:
+            _print_problems(target, report)
+        else:
+            print(f"1 problem(s):\n- {facts.error}\n")
+            print(f"{target.text}: {report.summary()}; export refused")
+        print(f"nothing written to {args.output}")
+    else:
+        _print_export(target, report, facts)
+    return _status(ok)
+
+
+def _print_export(target: Target, report: ConversionReport, facts: ExportFacts) -> None:
+    print(f"{target.text}: {report.summary()}")
+    print(f"wrote {facts.path}: ONNX opset {facts.opset}, {facts.profile} profile, batch axis "
+          f"{facts.batch_axis}, {facts.nodes} nodes ({facts.size:,} bytes, sha256 "
+          f"{facts.sha256})")
+    print("nodes: " + ", ".join(f"{op} {n}" for op, n in facts.op_types))
+    for _, lint in facts.lint:
+        print()
+        print(str(lint).rstrip("\n"))
+    if facts.check is not None:
+        print("\nonnxruntime against the GraphIR:")
+        print(facts.check.table())
+        print()
+        print(facts.check.summary())
+
+
 def run_show(args: argparse.Namespace) -> int:
     """`ncet show FILE`: print a saved GraphIR; a malformed file is exit status 1."""
     try:
@@ -139,30 +193,40 @@ def run_show(args: argparse.Namespace) -> int:
 
 def run_report(args: argparse.Namespace) -> int:
     """`ncet report TARGET -o FILE`: one self-contained HTML report, even for a rejected
-    model."""
+    model; with --export, an ONNX export section too."""
+    given = [f"--{o}" for o in EXPORT_OPTIONS if getattr(args, o) not in (None, False, [])]
+    if given and not args.export:
+        raise UsageError(f"{', '.join(given)} shape(s) the report's ONNX export section: add "
+                         "--export, e.g. ncet report TARGET -o report.html --export --lint eran")
+    if args.export:
+        _check_export_options(args)
     target = _load(args)
     report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
     exactness = _check(args, target, report) if report.ok else None
+    export = None
+    if args.export:
+        export = _export(args, report.graph) if report.ok else asked_export(args)
     if importlib.util.find_spec("matplotlib") is None:
         print("ncet report: matplotlib is not installed, so the report has no plots "
               "(pip install 'ncet[report]')", file=sys.stderr)
     command = shlex.join(["ncet", *getattr(args, "argv", ())])
     page = render_report(report, exactness, title=target.text,
-                         input_shapes=target.input_shapes, command=command)
+                         input_shapes=target.input_shapes, command=command, export=export)
     try:
         with atomic_writer(args.output) as f:  # the previous report survives a failed write
             f.write(page.encode("utf-8"))
     except OSError as error:
         raise UsageError(f"cannot write {args.output!r}: {error.strerror or error}. "
                          "Give a writable path, e.g. -o report.html") from error
-    ok = exactness is not None and exactness.ok
+    ok = exactness is not None and exactness.ok and (export is None or export.ok)
     if args.json:
         _print_json("report", **_about(target, args), ok=ok,
                     conversion=conversion_record(report),
                     exactness=None if exactness is None else exactness_record(exactness),
+                    **export_fields(export if report.ok else None),
                     output={"path": args.output, "bytes": len(page.encode())})
     else:
-        print(f"{target.text}: {verdict(report, exactness)[1]}")
+        print(f"{target.text}: {verdict(report, exactness, export)[1]}")
         print(f"wrote {args.output}")
     return _status(ok)
 
@@ -171,6 +235,20 @@ def _load(args: argparse.Namespace) -> Target:
     try:
         return load_target(args.target, tuple(args.input_shapes), args.eval)
     except TargetError as error:
+        raise UsageError(str(error)) from error
+
+
+def _check_export_options(args: argparse.Namespace) -> None:
+    try:
+        check_export_options(args)
+    except ExportOptionError as error:
+        raise UsageError(str(error)) from error
+
+
+def _export(args: argparse.Namespace, ir, path: str | None = None) -> ExportFacts:
+    try:
+        return export_facts(args, ir, path)
+    except ExportOptionError as error:
         raise UsageError(str(error)) from error
 
 

@@ -22,12 +22,14 @@ examples:
   ncet inspect mypkg.models:Net --input-shape 3,32,32 --eval
   ncet check models.py:build --input-shape 16 --eval
   ncet convert mlp -o mlp.ncet && ncet show mlp.ncet
+  ncet export mlp -o mlp.onnx --profile verifier --lint eran --check
   ncet report residual_cnn -o report.html       one self-contained HTML file
 
 {textwrap.fill(FORMS_HELP, 88)}
 
-exit status: 0 success; 1 the model is rejected, an exactness check fails or a file is
-malformed; 2 usage error (bad arguments, or a TARGET that cannot be loaded); 130 Ctrl-C.
+exit status: 0 success; 1 the model is rejected, the ONNX export is refused, an exactness
+check fails, a lint tool has findings or a file is malformed; 2 usage error (bad arguments,
+or a TARGET that cannot be loaded); 130 Ctrl-C.
 
 Run `ncet COMMAND --help` for a command's options."""
 
@@ -39,9 +41,14 @@ COMMAND_EXAMPLES = {
     "check": ("ncet check models.py:build --input-shape 16 --eval",
               "ncet check residual_cnn --samples 8 --json"),
     "convert": ("ncet convert mypkg.models:Net --input-shape 3,32,32 --eval -o net.ncet",),
+    "export": ("ncet export mlp -o mlp.onnx",
+               "ncet export mypkg.models:Net --input-shape 3,32,32 --eval -o net.onnx "
+               "--profile verifier --lint eran --lint marabou",
+               "ncet export residual_cnn -o cnn.onnx --batch 1 --check --samples 8 --json"),
     "show": ("ncet show net.ncet", "ncet show net.ncet --json"),
     "report": ("ncet report residual_cnn -o report.html",
-               "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html"),
+               "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html",
+               "ncet report mlp -o mlp.html --export --profile verifier --lint eran --check"),
 }
 """Shown under each command's --help."""
 
@@ -80,6 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     json_only.add_argument("--json", action="store_true",
                            help="print one JSON object on stdout (stable keys) instead of text")
     checking = _check_options()
+    exporting = _export_options()
 
     demo = _command(sub, "demo", commands.run_demo, [json_only],
                     "convert a bundled model, print its mapping table and evaluate it",
@@ -106,6 +114,19 @@ def build_parser() -> argparse.ArgumentParser:
                        "file written, when the model is rejected.")
     convert.add_argument("-o", "--output", required=True, metavar="FILE",
                          help="where to write the GraphIR, e.g. model.ncet")
+    export = _command(sub, "export", commands.run_export,
+                      [target, exporting, checking, json_only],
+                      "convert and write the model as ONNX, lint and certify the file",
+                      "Convert the model and write its GraphIR as one ONNX file (ncet.to_onnx, "
+                      "docs/export.md), atomically. With --lint TOOL, list every node TOOL "
+                      "would reject or silently mis-handle; with --check, certify the file in "
+                      "onnxruntime against the GraphIR, node by node (ncet.check_onnx). Exit "
+                      "status 0 when the file is written and passes every lint and check asked "
+                      "for; 1 when the model is rejected or the profile cannot express it "
+                      "exactly (nothing written), or when a lint tool has findings or the "
+                      "check fails (the file is still written); 2 for usage errors.")
+    export.add_argument("-o", "--output", required=True, metavar="FILE",
+                        help="where to write the ONNX model, e.g. model.onnx")
     show = _command(sub, "show", commands.run_show, [json_only],
                     "print a saved GraphIR file",
                     "Load a GraphIR file written by `ncet convert` or ncet.save (nothing in it "
@@ -118,15 +139,22 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--max-check-work", type=_limit, default=None, metavar="N", help=(
         "multiply-adds and element visits the meaning check may do (default: in proportion "
         "to the file's size)"))
-    report = _command(sub, "report", commands.run_report, [target, checking, json_only],
+    report = _command(sub, "report", commands.run_report,
+                      [target, checking, exporting, json_only],
                       "write one self-contained HTML report",
                       "Write one self-contained HTML file (no network, no JavaScript) with the "
                       "mapping table, the support-boundary reasons, the exactness results "
                       "with plots, and the arithmetic model. A rejected model still gets a "
-                      "report. Plots need matplotlib: pip install 'ncet[report]'. Exit status "
-                      "0 when the model converts and is exact, 1 otherwise.")
+                      "report. Plots need matplotlib: pip install 'ncet[report]'. With --export, "
+                      "an ONNX export section too (exported in memory, as `ncet export` would "
+                      "write it; the export options below apply only with --export). Exit "
+                      "status 0 when the model converts and is exact (and, with --export, the "
+                      "export passes every lint and check asked for), 1 otherwise.")
     report.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="where to write the report, e.g. report.html")
+    report.add_argument("--export", action="store_true", help=(
+        "add a section on the model exported to ONNX: profile, opset, nodes per ONNX op "
+        "type, metadata_props, the lint findings per tool, and the check's verdict"))
     return parser
 
 
@@ -162,6 +190,33 @@ def _target_options() -> argparse.ArgumentParser:
     return options
 
 
+def _export_options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    group = options.add_argument_group("ONNX export")
+    group.add_argument("--profile", default=None, metavar="P", help=(
+        "the export profile: canonical (the natural ONNX spelling of each op; the default) or "
+        "verifier (the spelling verification tools read); see docs/export.md"))
+    group.add_argument("--batch", type=_batch, default=None, metavar="N", help=(
+        "a fixed batch size for the file's inputs and outputs (default: a symbolic batch "
+        "axis N)"))
+    group.add_argument("--opset", type=_opset, default=None, metavar="K", help=(
+        "the ONNX opset of the default domain, 18 or later (default 21, the tested one)"))
+    group.add_argument("--lint", action="append", default=[], metavar="TOOL", help=(
+        "list every node TOOL would reject or silently mis-handle: one of "
+        f"{', '.join(LINT_TOOL_NAMES)}; repeat for several tools (--lint eran --lint "
+        "marabou). Findings make the exit status 1 (the file is still written)"))
+    group.add_argument("--check", action="store_true", help=(
+        "certify the ONNX file in onnxruntime against the GraphIR, node by node, within the "
+        "certified bounds (ncet.check_onnx; --samples, --seed, -q as for `ncet check`). A "
+        "failed check makes the exit status 1 (the file is still written)"))
+    return options
+
+
+LINT_TOOL_NAMES = ("abcrown", "marabou", "eran", "nnv")
+"""The --lint tool ids, as `ncet.export.lint.LINT_TOOLS` has them (named here so that --help
+does not import onnx; tests/test_cli_export.py holds the two equal)."""
+
+
 def _check_options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     options.add_argument("--samples", type=_positive, default=32, metavar="N", help=(
@@ -184,6 +239,20 @@ def _limit(text: str) -> int:
     if not text.isdigit() or int(text) == 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a positive integer, e.g. "
                                          "--max-check-bytes 8000000000")
+    return int(text)
+
+
+def _batch(text: str) -> int:
+    if not text.isdigit() or int(text) == 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a batch size: give a positive "
+                                         "integer, e.g. --batch 1")
+    return int(text)
+
+
+def _opset(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"{text!r} is not an opset: give an integer, 18 or "
+                                         "later, e.g. --opset 21")
     return int(text)
 
 

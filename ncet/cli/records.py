@@ -17,6 +17,7 @@ import ncet
 from ..exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
 from ..frontend.report import STATUSES, ConversionReport, Row
 from ..ir import GraphIR, IRNode, describe_tensor
+from ..render.export_section import ExportFacts
 
 SCHEMA_VERSION = 1
 """Bumped when a key is removed or changes meaning (new keys may appear at any time)."""
@@ -151,3 +152,28 @@ def _plain(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
     return value
+
+
+def export_record(facts: ExportFacts) -> dict[str, Any]:
+    """An export to ONNX: what was asked, and the file made (sizes None when refused)."""
+    made = facts.exported
+    return {
+        "exported": made, "error": facts.error, "path": facts.path,
+        "profile": facts.profile, "batch": facts.batch, "opset": facts.opset,
+        "batch_axis": facts.batch_axis if made else None,
+        "nodes": facts.nodes if made else None,
+        "op_types": dict(facts.op_types) if made else None,
+        "metadata": dict(facts.metadata) if made else None,
+        "bytes": facts.size if made else None, "sha256": facts.sha256 if made else None,
+    }
+
+
+def export_fields(facts: ExportFacts | None) -> dict[str, Any]:
+    """The keys an export adds to a command's document: `export` (None when nothing was
+    exported), `lint` (each tool's report, by tool id) and `onnx_exactness` (the check of the
+    file in onnxruntime, as `exactness_record` gives it, or None)."""
+    if facts is None:
+        return {"export": None, "lint": {}, "onnx_exactness": None}
+    return {"export": export_record(facts),
+            "lint": {tool: report.to_dict() for tool, report in facts.lint},
+            "onnx_exactness": None if facts.check is None else exactness_record(facts.check)}

@@ -7,7 +7,7 @@ imported only when a figure is drawn, so importing this package is cheap.
 
 Modules: `html` (the report page), `plots` (every figure, one style), `tables` (escaping,
 cells, status pills, tables of records), `css` (the stylesheets), `facts` (what a table
-shows about a record beyond its fields).
+shows about a record beyond its fields), `export_section` (the report's ONNX export section).
 """
 
 from .css import REPORT_CSS, VIEW_STYLE

@@ -1,7 +1,7 @@
 """The HTML report: one self-contained page (inline CSS and SVG, no scripts, nothing fetched)
-with the mapping table, the support-boundary reasons, the exactness results and the
-arithmetic model; its tables are declared as columns (`tables.Column`), its figure is
-`plots.exactness_figure`."""
+with the mapping table, the support-boundary reasons, the exactness results, the arithmetic
+model and, when asked, the ONNX export (`export_section`); its tables are declared as columns
+(`tables.Column`), its figure is `plots.exactness_figure`."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from ..exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
 from ..frontend.report import STATUSES, ConversionReport, Row
 from . import plots
 from .css import REPORT_CSS
+from .export_section import ExportFacts, export_html
 from .facts import quote_source
 from .tables import (
     Column,
@@ -28,9 +29,20 @@ from .tables import (
 )
 
 
-def verdict(conversion: ConversionReport, exactness: ExactnessReport | None
-            ) -> tuple[str, str]:
-    """The report's headline: ("ok" | "warn" | "bad", one line of text)."""
+def verdict(conversion: ConversionReport, exactness: ExactnessReport | None,
+            export: ExportFacts | None = None) -> tuple[str, str]:
+    """The report's headline: ("ok" | "warn" | "bad", one line of text); an export's refusal,
+    lint findings or failed check is added to a verdict that is not already bad."""
+    level, text = _verdict(conversion, exactness)
+    if export is None or level == "bad":
+        return level, text
+    added, more = export.headline()
+    rank = ("ok", "warn", "bad")
+    return max(level, added, key=rank.index), f"{text}; {more}"
+
+
+def _verdict(conversion: ConversionReport, exactness: ExactnessReport | None
+             ) -> tuple[str, str]:
     if not conversion.ok:
         return "bad", (f"rejected: {len(conversion.errors)} problem(s) in "
                        f"{len(conversion.rows)} FX nodes")
@@ -55,7 +67,7 @@ def verdict(conversion: ConversionReport, exactness: ExactnessReport | None
 
 def render_report(conversion: ConversionReport, exactness: ExactnessReport | None = None, *,
                   title: str = "model", input_shapes: Sequence[Sequence[int]] = (),
-                  command: str = "") -> str:
+                  command: str = "", export: ExportFacts | None = None) -> str:
     """The whole report as one HTML document.
 
     Args:
@@ -64,6 +76,9 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
         title: How the model is named, e.g. the command's TARGET.
         input_shapes: The per-sample input shapes it was converted for.
         command: The command line that produced the report, shown for reproducibility.
+        export: What exporting the GraphIR to ONNX found (`export_section.ExportFacts`): adds
+            the export section and its verdict (for a rejected model, a section saying
+            nothing was exported); None for no export section.
 
     Returns:
         The HTML text; it needs no network and no JavaScript. Plots need matplotlib; without
@@ -72,10 +87,12 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
     Example:
         >>> page = render_report(ncet.diagnose(model, (16,)), title="mlp")
     """
-    level, headline = verdict(conversion, exactness)
+    level, headline = verdict(conversion, exactness, export)
     sections = [_boundary(conversion), _exactness(exactness)]
     if exactness is not None:
         sections.append(_arithmetic(exactness))
+    if export is not None:
+        sections.append(export_html(export) if conversion.ok else _NOT_EXPORTED)
     sections.append(_mapping(conversion))
     shapes = ", ".join(str(list(s)) for s in input_shapes) or "-"
     meta = (f"input shape(s) <code>{escape(shapes)}</code> &middot; torch "
@@ -83,9 +100,10 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
     if command:
         meta += f" &middot; made by <code>{escape(command)}</code>"
     links = [("boundary", "Support boundary"), ("exactness", "Exactness"),
-             ("arithmetic", "Arithmetic model"), ("mapping", "Mapping table")]
-    nav = "".join(f'<a href="#{i}">{t}</a>' for i, t in links
-                  if exactness is not None or i != "arithmetic")
+             ("arithmetic", "Arithmetic model"), ("export", "ONNX export"),
+             ("mapping", "Mapping table")]
+    shown = {"arithmetic": exactness is not None, "export": export is not None}
+    nav = "".join(f'<a href="#{i}">{t}</a>' for i, t in links if shown.get(i, True))
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
@@ -97,6 +115,11 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
         f"<span class=\"detail\">{escape(conversion.summary())}</span></div>\n"
         f"{_tiles(conversion, exactness)}\n<nav>{nav}</nav>\n"
         + "\n".join(sections) + "\n</main>\n</body>\n</html>\n")
+
+
+_NOT_EXPORTED = ('<section id="export">\n<h2>ONNX export</h2>\n<p class="note">Not exported: '
+                 "the model does not convert, so there is no GraphIR to write as ONNX.</p>\n"
+                 "</section>")
 
 
 def _tiles(conversion: ConversionReport, exactness: ExactnessReport | None) -> str:

@@ -1,0 +1,130 @@
+"""ONNX export for the command line: the options checked before converting, then the file
+exported (to a path, or in memory for the report), linted and checked, gathered as the
+renderers' `ExportFacts`."""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+from collections import Counter
+from pathlib import Path
+
+import ncet
+
+from ..exactness.check import DEFAULT_SCALES
+from ..exactness.report import ExactnessReport
+from ..ir import GraphIR
+from ..render.export_section import ExportFacts
+from .progress import ProgressBar
+
+DEFAULT_PROFILE = "canonical"
+"""The profile when --profile is not given (ncet.to_onnx's default)."""
+
+EXPORT_OPTIONS = ("profile", "batch", "opset", "lint", "check")
+"""The options that shape an export (`--profile`, ...): `ncet report` takes them with --export."""
+
+
+class ExportOptionError(Exception):
+    """An export option names no profile, tool or opset there is, or onnx is not installed;
+    the message says what to type. Reported as a usage error."""
+
+
+def check_export_options(args: argparse.Namespace) -> None:
+    """Refuse a profile or lint tool that does not exist before anything is converted.
+
+    Raises:
+        ExportOptionError: onnx is missing, or --profile or --lint names nothing there is.
+    """
+    try:
+        from ..export import PROFILES
+    except ImportError as error:
+        raise ExportOptionError("exporting to ONNX needs onnx, which is not installed: "
+                                "pip install 'ncet[onnx]'") from error
+    profile = args.profile or DEFAULT_PROFILE
+    if profile not in PROFILES:
+        raise ExportOptionError(f"--profile {profile!r} is not an export profile: choose one "
+                                f"of {', '.join(PROFILES)} (docs/export.md)")
+    if args.lint:
+        tools = lint_tools()
+        for tool in args.lint:
+            if tool not in tools:
+                several = (" (repeat --lint for several tools: --lint eran --lint marabou)"
+                           if "," in tool else "")
+                raise ExportOptionError(f"--lint {tool!r} is not a tool NCET lints for: "
+                                        f"choose one of {', '.join(tools)}{several}")
+
+
+def lint_tools() -> tuple[str, ...]:
+    """The tool ids `--lint` takes (`ncet.export.lint.LINT_TOOLS`)."""
+    from ..export.lint import LINT_TOOLS
+
+    return tuple(LINT_TOOLS)
+
+
+def asked_export(args: argparse.Namespace) -> ExportFacts:
+    """What the options ask for, with nothing exported (the model does not convert)."""
+    from ..export import DEFAULT_OPSET
+
+    return ExportFacts(args.profile or DEFAULT_PROFILE, args.batch,
+                       DEFAULT_OPSET if args.opset is None else args.opset)
+
+
+def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
+                 ) -> ExportFacts:
+    """Export `ir` as the options say (to `path`, atomically, or in memory), then lint and
+    check the model when asked.
+
+    Returns:
+        The facts; a refusal (`ncet.export.ExportError`) is their `error`, nothing written.
+
+    Raises:
+        ExportOptionError: to_onnx refuses the arguments (a batch or opset the profile does
+            not take), or `path` cannot be written.
+    """
+    from ..export import DEFAULT_OPSET, ExportError
+
+    profile = args.profile or DEFAULT_PROFILE
+    opset = DEFAULT_OPSET if args.opset is None else args.opset
+    asked = {"profile": profile, "batch": args.batch, "opset": opset}
+    try:
+        model = ncet.to_onnx(ir, path, **asked)
+    except ExportError as error:
+        return ExportFacts(**asked, error=str(error), path=path)
+    except ValueError as error:  # an argument to_onnx does not take: the user's to change
+        raise ExportOptionError(f"{error} (--profile, --batch, --opset)") from error
+    except OSError as error:
+        raise ExportOptionError(f"cannot write {path!r}: {error.strerror or error}. Give a "
+                                "writable path, e.g. -o model.onnx") from error
+    data = Path(path).read_bytes() if path is not None else model.SerializeToString()
+    lint = tuple((tool, _lint(model, tool)) for tool in dict.fromkeys(args.lint))
+    check = _check(args, ir, model) if args.check else None
+    return ExportFacts(
+        **asked, path=path, nodes=len(model.graph.node),
+        op_types=tuple(Counter(n.op_type for n in model.graph.node).most_common()),
+        batch_axis=_batch_axis(model),
+        metadata=tuple((p.key, p.value) for p in model.metadata_props),
+        size=len(data), sha256=hashlib.sha256(data).hexdigest(), lint=lint, check=check)
+
+
+def _lint(model, tool: str):
+    from ..export.lint import lint_onnx
+
+    return lint_onnx(model, tool)
+
+
+def _check(args: argparse.Namespace, ir: GraphIR, model) -> ExactnessReport:
+    samples = args.samples * len(DEFAULT_SCALES)
+    progress = False if args.quiet else ProgressBar(
+        f"checking {len(model.graph.node)} ONNX nodes in onnxruntime on {samples} samples")
+    return ncet.check_onnx(ir, model, samples_per_scale=args.samples, seed=args.seed,
+                           progress=progress)
+
+
+def _batch_axis(model) -> int | str | None:
+    """The first graph input's batch dimension: its size, or its symbolic name."""
+    if not model.graph.input:
+        return None
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    if not dims:
+        return None
+    return dims[0].dim_value if dims[0].HasField("dim_value") else dims[0].dim_param
