@@ -74,11 +74,12 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     node's value exposed (the ONNX value its pattern ends in, named after the node). Each
     node is checked node-local (the IR node in float64 on onnxruntime's own values of its
     inputs) and end to end (against the float64 reference run from the inputs, with error
-    radii carried); the file's graph outputs are held to the reference too. The file is also
-    read against the GraphIR: an initializer that is not the IR constant bit for bit, or a
-    node reading a value that is not one of its IR node's inputs, is a violation at that
-    node; an IR node with no value in the file is unchecked. onnxruntime's arithmetic is
-    probed on its threads (docs/exactness.md §6). Needs the `onnx` extra.
+    radii carried); the file's graph outputs are held to the reference too. Before any
+    number, the file is compared with this GraphIR's export in the file's own profile, batch
+    and opset (`to_onnx` is deterministic): a node, initializer or output that differs is a
+    violation at the IR node it belongs to, and what no IR node owns (an added node, a local
+    function) at every returned node. onnxruntime's arithmetic is probed in its kernels
+    (docs/exactness.md §6). Needs the `onnx` extra.
 
     Args:
         ir: The GraphIR the file was exported from (`to_onnx`).

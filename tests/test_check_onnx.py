@@ -13,7 +13,8 @@ from ncet.examples import EXAMPLES
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from onnx import numpy_helper  # noqa: E402
+import numpy as np  # noqa: E402
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
 
 def _seeded(build):
@@ -113,6 +114,22 @@ def test_a_fault_seeded_in_the_file_is_found_at_its_node(fault, what):
     assert report.summary().startswith(f"VIOLATION at node {node!r}")
 
 
+@pytest.mark.parametrize(("fault", "what"), SEEDED_FAULTS, ids=[w for _, w in SEEDED_FAULTS])
+def test_the_numbers_alone_find_each_seeded_fault_too(fault, what):
+    """Without the file read against the export, onnxruntime's values alone, held to the
+    bound, still find each fault at its node."""
+    from ncet.exactness.runtime_check import check_runtime
+    from ncet.export.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
+
+    _, ir = _branches()
+    exported = ncet.to_onnx(ir)
+    node = _ir_node(fault(exported))
+    report = check_runtime(ir, onnxruntime_runner(ir, exported), runtime="onnxruntime",
+                           arithmetic=read_onnxruntime_arithmetic())
+    assert report.first_violation is not None and report.first_violation.name == node, what
+    assert report.first_violation.local_violations > 0, f"{what}: found by the numbers"
+
+
 CONVERTING = [name for name, example in EXAMPLES.items() if example.converts]
 
 
@@ -164,7 +181,7 @@ def test_a_value_missing_from_the_file_leaves_its_node_unchecked():
     report = ncet.check_onnx(ir, exported, samples_per_scale=2)
     assert not report.ok
     entry = next(e for e in report.entries if e.name == name)
-    assert entry.violated and "no value named" in entry.note
+    assert entry.violated and "the file has no Relu node writing" in entry.note
 
 
 def test_a_file_of_another_graph_is_refused_with_the_reason(tmp_path):
@@ -194,4 +211,107 @@ def test_onnxruntimes_arithmetic_is_probed_on_its_threads():
     assert probe_onnxruntime() == [], "this machine's onnxruntime keeps IEEE arithmetic"
     model = read_onnxruntime_arithmetic(threads=2)
     assert model.certified and model.flags["graph_optimization_level"] == "ORT_DISABLE_ALL"
-    assert any("probed on every thread" in note for note in model.notes)
+    assert any(note.startswith("probed in onnxruntime's kernels") for note in model.notes)
+
+
+# --- faults only the structure shows: the file read against the export of the GraphIR ----
+
+
+class Small(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)) * 0.5)
+
+
+def _small():
+    return ncet.convert(_seeded(Small), (8,))
+
+
+def _relu_as_clip(m):
+    relu = _nodes(m, "Relu")[0]
+    m.graph.initializer.extend([numpy_helper.from_array(np.float32(0), "relu/lo"),
+                                numpy_helper.from_array(np.float32(1e9), "relu/hi")])
+    relu.op_type = "Clip"  # the same values on every input below 1e9
+    relu.input.extend(["relu/lo", "relu/hi"])
+    return "relu"
+
+
+def _relu_behind_an_if(m):
+    relu = _nodes(m, "Relu")[0]
+    at = list(m.graph.node).index(relu)
+    then = helper.make_graph([helper.make_node("Relu", ["a"], ["t"])], "then", [],
+                             [helper.make_tensor_value_info("t", TensorProto.FLOAT, None)])
+    other = helper.make_graph([helper.make_node("Neg", ["a"], ["e"])], "else", [],
+                              [helper.make_tensor_value_info("e", TensorProto.FLOAT, None)])
+    m.graph.initializer.append(numpy_helper.from_array(np.float32(1e8), "relu/threshold"))
+    trojan = [helper.make_node("ReduceMax", ["a"], ["relu/max"], keepdims=0),
+              helper.make_node("Less", ["relu/max", "relu/threshold"], ["relu/cond"]),
+              helper.make_node("If", ["relu/cond"], ["relu"], then_branch=then,
+                               else_branch=other)]  # Neg only where max(a) >= 1e8
+    del m.graph.node[at]
+    for k, node in enumerate(trojan):
+        m.graph.node.insert(at + k, node)
+    return "relu"
+
+
+def _output_scaled(m):
+    out = m.graph.output[0].name
+    m.graph.initializer.append(numpy_helper.from_array(np.float32(1 + 2 ** -22), "k"))
+    m.graph.node.append(helper.make_node("Mul", [out, "k"], ["scaled"]))
+    m.graph.output[0].name = "scaled"  # an unowned node between the graph and its output
+    return "b"
+
+
+def _weight_copy_read(m):
+    gemm = next(n for n in _nodes(m, "Gemm") if n.output[0] == "b")
+    weight = next(t for t in m.graph.initializer if t.name == gemm.input[1])
+    array = numpy_helper.to_array(weight).copy()
+    array.flat[0] = np.nextafter(array.flat[0], np.float32(np.inf))  # one ulp
+    m.graph.initializer.append(numpy_helper.from_array(array, "evil"))
+    gemm.input[1] = "evil"  # the IR's constant stays in the file, bit for bit
+    return "b"
+
+
+def _scalar_one_ulp(m):
+    scalar = next(t for t in m.graph.initializer if t.name.startswith("mul/"))
+    array = numpy_helper.to_array(scalar).copy()
+    scalar.CopyFrom(numpy_helper.from_array(np.nextafter(array, np.float32(1)), scalar.name))
+    return "mul"
+
+
+STRUCTURAL_FAULTS = [
+    (_relu_as_clip, "Relu written as Clip(0, 1e9)"),
+    (_relu_behind_an_if, "Relu behind an If that negates large inputs"),
+    (_output_scaled, "the graph output scaled by an unowned Mul(1 + 2^-22)"),
+    (_weight_copy_read, "the Gemm reads a one-ulp copy of its weight"),
+    (_scalar_one_ulp, "the scalar 0.5 of x * 0.5 moved by one ulp"),
+]
+
+
+@pytest.mark.parametrize(("fault", "what"), STRUCTURAL_FAULTS,
+                         ids=[w for _, w in STRUCTURAL_FAULTS])
+def test_a_file_that_is_not_the_export_is_refused_at_its_node(fault, what):
+    ir = _small()
+    exported = ncet.to_onnx(ir)
+    node = fault(exported)
+    report = ncet.check_onnx(ir, exported, samples_per_scale=2)
+    assert not report.ok, what
+    assert report.first_violation is not None and report.first_violation.name == node, \
+        f"{what}: first violation at {report.first_violation} instead of {node!r}"
+
+
+def test_a_file_with_two_batch_sizes_is_refused():
+    ir = ncet.convert(_seeded(TwoInputs), (3,), (3,))
+    exported = ncet.to_onnx(ir, batch=1)
+    exported.graph.input[1].type.tensor_type.shape.dim[0].dim_value = 2
+    with pytest.raises(ValueError, match="different batch sizes"):
+        ncet.check_onnx(ir, exported, samples_per_scale=2)
+
+
+class TwoInputs(nn.Module):
+    def forward(self, x, y):
+        return x + y

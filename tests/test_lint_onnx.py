@@ -368,3 +368,20 @@ def test_lint_module_imports_only_onnx_and_stdlib():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "[]"
+
+
+def test_a_constant_given_by_a_constant_node_is_read_as_an_initializer_is():
+    shape = helper.make_node("Constant", [], ["s"],
+                             value=numpy_helper.from_array(i64([0, 3]), "s"))
+    reshape = model([shape, node("Reshape", ["x", "s"], ["y"])], (1, 3))
+    assert [f.code for f in lint_onnx(reshape, "marabou").findings] == ["marabou-reshape-zero"]
+    vector = helper.make_node("Constant", [], ["k"], value=numpy_helper.from_array(w(3), "k"))
+    mul = model([vector, node("Mul", ["x", "k"], ["y"])], (1, 3))
+    assert "marabou-mul-vector" in [f.code for f in lint_onnx(mul, "marabou").findings]
+
+
+def test_a_node_without_outputs_does_not_crash_the_lint():
+    bare = model([node("MatMul", ["x", "W"], ["m"]), node("Add", ["m", "b"], ["y"])], (1, 3),
+                 {"W": w(3, 4), "b": w(4)})
+    del bare.graph.node[0].output[:]
+    assert isinstance(lint_onnx(bare, "abcrown").findings, tuple)

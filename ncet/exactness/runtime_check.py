@@ -18,6 +18,11 @@ from .report import VALUE_SAMPLE_SIZE, ExactnessReport
 
 _F64 = torch.float64
 
+RUNTIME_CHUNK_ELEMENTS = 4 * CHUNK_ELEMENTS
+"""A runtime returns every node's value of a chunk at once, so the chunk holds at most this
+many elements over all nodes together (16 MiB of float32), not per node as in
+`check_exactness`."""
+
 Values = Mapping[str, torch.Tensor]
 Run = Callable[[list[torch.Tensor]], "Values | tuple[Values, Sequence[torch.Tensor]]"]
 """A runtime: batched inputs in, its value of every IR operator node out, keyed by the IR
@@ -150,9 +155,9 @@ def check_runtime(ir: GraphIR, run: Run, *inputs: torch.Tensor, runtime: str,
             raise ValueError(f"{total} samples do not split into batches of {batch}, the "
                              "fixed batch size of the runtime's graph")
         chunk_size = batch
-    else:
-        widest = max((math.prod(n.shape) for n in ir.nodes if n.shape is not None), default=1)
-        chunk_size = max(1, CHUNK_ELEMENTS // max(widest, 1))
+    else:  # a runtime gives all of a chunk's values at once: bound their sum
+        held = sum(math.prod(n.shape) for n in ir.nodes if n.shape is not None)
+        chunk_size = max(1, RUNTIME_CHUNK_ELEMENTS // max(held, 1))
     checker = RuntimeChecker(ir, run, arithmetic or read_arithmetic_model(), runtime=runtime,
                              local=local, end_to_end=end_to_end, faults=faults)
     checker.sample(total, keep_samples, seed)

@@ -11,18 +11,22 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 import torch
-from onnx import helper, numpy_helper
+from onnx import helper
 
 from ..exactness.arithmetic import ArithmeticModel
 from ..exactness.report import VALUE_SAMPLE_SIZE, ExactnessReport
 from ..exactness.runtime_check import check_runtime
 from ..ir import CONSTANT_ATTRS, GraphIR
 from .builder import ELEMENT_TYPES
-from .model import graphir_sha256
+from .model import build_model, graphir_sha256
 
 PROBE_ELEMENTS = 1 << 17
-"""Elements per onnxruntime intra-op thread in the arithmetic probes, so that every thread of
-its pool computes a share of the probe."""
+"""Elements per onnxruntime intra-op thread in the elementwise probes: enough for
+onnxruntime to split them over its pool."""
+
+GEMM_PROBE = (1024, 64)
+"""Rows and columns of the Gemm probe's subnormal operand (times a 64 x 64 weight): 4M
+multiply-adds, enough for MLAS to split the product over threads."""
 
 ORT_ASSUMPTIONS = (
     "onnxruntime's CPU execution provider with graph optimizations off (ORT_DISABLE_ALL): "
@@ -36,7 +40,7 @@ ORT_ASSUMPTIONS = (
 
 
 def _probe_model(dtype: str, n: int) -> bytes:
-    """x * y and x + y elementwise, and x's rows times w (a Gemm), as one ONNX model."""
+    """x * y and x + y elementwise, and rows times w (a Gemm), as one ONNX model."""
     elem = ELEMENT_TYPES[dtype]
     graph = helper.make_graph(
         [helper.make_node("Mul", ["x", "y"], ["product"]),
@@ -44,7 +48,8 @@ def _probe_model(dtype: str, n: int) -> bytes:
          helper.make_node("Gemm", ["rows", "w"], ["dot"])],
         "ncet_probe",
         [helper.make_tensor_value_info(name, elem, shape)
-         for name, shape in (("x", [n]), ("y", [n]), ("rows", [64, 16]), ("w", [16, 16]))],
+         for name, shape in (("x", [n]), ("y", [n]), ("rows", list(GEMM_PROBE)),
+                             ("w", [GEMM_PROBE[1], GEMM_PROBE[1]]))],
         [helper.make_tensor_value_info(k, elem, None) for k in ("product", "sum", "dot")])
     opset = helper.make_opsetid("", 18)
     return helper.make_model(graph, opset_imports=[opset],
@@ -63,8 +68,14 @@ def _session(data: bytes, threads: int) -> ort.InferenceSession:
 
 def probe_onnxruntime(threads: int = 0) -> list[str]:
     """What departs from IEEE 754 round to nearest with gradual underflow in onnxruntime's
-    kernels, on every thread of its pool: subnormal operands read as zero, subnormal results
-    flushed, another rounding mode, a Gemm that flushes subnormal operands. Empty when none."""
+    kernels: subnormal operands read as zero, subnormal results flushed, another rounding
+    mode, a Gemm that flushes subnormal operands. Empty when none.
+
+    The probes run in a session of their own with the check's options; they are large
+    enough for onnxruntime to split them over its intra-op threads, though it does not
+    promise every thread a share. Its threads are created by the calling thread and inherit
+    its floating-point environment (pthread_create), which the probes' own share on the
+    calling thread sees."""
     found = []
     shares = max(threads or os.cpu_count() or 1, 1)
     n = shares * PROBE_ELEMENTS
@@ -78,8 +89,8 @@ def probe_onnxruntime(threads: int = 0) -> list[str]:
                      "rows": np.asarray(rows, np_dtype), "w": np.asarray(w, np_dtype)}
             return session.run(None, feeds)
 
-        rows = np.full((64, 16), tiny / 4, np_dtype)  # subnormal; each dot: 256 tiny
-        w = np.full((16, 16), 64.0, np_dtype)
+        rows = np.full(GEMM_PROBE, tiny / 4, np_dtype)  # subnormal; each dot: 1024 tiny
+        w = np.full((GEMM_PROBE[1], GEMM_PROBE[1]), 64.0, np_dtype)
         sparse = np.ones(n, np_dtype)
         sub = sparse.copy()
         sub[::1024] = tiny / 2
@@ -111,8 +122,9 @@ def read_onnxruntime_arithmetic(threads: int = 0) -> ArithmeticModel:
              "u = 2^-24 (float32), 2^-53 (float64); underflow: eta = smallest normal per "
              "rounding, results may flush to zero", *ORT_ASSUMPTIONS]
     if not outside:
-        notes.append("probed on every thread of onnxruntime's pool: subnormals kept, round to "
-                     "nearest, Gemm keeps subnormal operands")
+        notes.append("probed in onnxruntime's kernels, split over its threads (which inherit "
+                     "the calling thread's floating-point environment): subnormals kept, "
+                     "round to nearest, Gemm keeps subnormal operands")
     notes.extend(f"NOT CERTIFIED: {reason}" for reason in outside)
     flags = {"onnxruntime.version": ort.__version__,
              "execution_provider": "CPUExecutionProvider",
@@ -156,47 +168,98 @@ def _fixed_batch(ir: GraphIR, graph: onnx.GraphProto) -> int | None:
                              f"{tensor.elem_type}, the GraphIR's [N, *{list(node.shape)}] "
                              f"{node.dtype}")
         sizes.add(dims[0] if dims else None)
-    fixed = {s for s in sizes if s}
-    return fixed.pop() if fixed else None
+    if len(sizes) > 1:
+        raise ValueError(f"the file's inputs have different batch sizes {sorted(map(str, sizes))}"
+                         ": an export has one batch axis")
+    return sizes.pop() if sizes else None
 
 
-def structural_faults(ir: GraphIR, graph: onnx.GraphProto) -> dict[str, str]:
-    """IR node name -> what in the file departs from the GraphIR: no value named after the
-    node, an initializer with other bytes than the IR constant of the same name, a node of
-    its pattern that reads a value which is not one of its inputs."""
+def _opset(model: onnx.ModelProto) -> int | None:
+    return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+
+
+def _bare(proto):
+    """A copy without what carries no meaning: doc strings and node names."""
+    copy = type(proto)()
+    copy.CopyFrom(proto)
+    copy.ClearField("doc_string")
+    if isinstance(copy, onnx.NodeProto):
+        copy.ClearField("name")
+    return copy.SerializeToString(deterministic=True)
+
+
+def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None
+                      ) -> dict[str, str]:
+    """IR node name -> how the file departs from what `to_onnx` writes for `ir` in the
+    file's own profile, batch and opset (the export is deterministic): a node of the
+    node's pattern with another op type, domain, inputs or attributes (subgraphs included),
+    missing, or added; an initializer of its own (an IR constant or a pattern's helper) with
+    other bytes or missing; a graph output that is not the export's (at the IR node it
+    returns). What no IR node owns (an added node, a local function, another domain) is a
+    fault at every returned node: the file is not the export of this GraphIR."""
+    operators = [n.name for n in ir.nodes if n.op_type not in ("Input", "Output")]
+    if not operators:
+        return {}
+    known = set(operators)
+    props = {p.key: p.value for p in model.metadata_props}
+    profile = props.get("ncet.profile")
+    try:
+        reference = build_model(ir, profile, batch, _opset(model))
+    except Exception as exc:  # noqa: BLE001 - any reason the export cannot be rebuilt
+        reason = (f"the file cannot be compared with this GraphIR's export (profile "
+                  f"{profile!r}, batch {batch}, opset {_opset(model)}): "
+                  f"{type(exc).__name__}: {str(exc)[:200]}")
+        return dict.fromkeys(operators, reason)
     faults: dict[str, str] = {}
-    operators = {n.name: n for n in ir.nodes if n.op_type not in ("Input", "Output")}
-    produced = {out for node in graph.node for out in node.output}
-    for name in operators:
-        if name not in produced:
-            faults[name] = f"the file has no value named {name!r}"
-    initializers = {t.name: t for t in graph.initializer}
-    users: dict[str, list[str]] = {}
-    for node in operators.values():
-        for attr in CONSTANT_ATTRS[node.op_type]:
-            if node.attrs[attr] is not None:
-                users.setdefault(node.attrs[attr], []).append(node.name)
-    for const, names in users.items():
-        tensor = initializers.get(const)
-        ours = ir.constants[const].detach().cpu().contiguous().numpy()
-        theirs = numpy_helper.to_array(tensor) if tensor is not None else None
-        if theirs is None or theirs.dtype != ours.dtype or theirs.shape != ours.shape \
-                or theirs.tobytes() != ours.tobytes():
-            for name in names:
-                faults.setdefault(name, f"the initializer {const!r} is not the GraphIR's "
-                                        "constant, bit for bit")
-    for node in graph.node:
-        owner = next((o.partition("/")[0] for o in node.output
-                      if o.partition("/")[0] in operators), None)
-        if owner is None:
-            continue
-        allowed = set(operators[owner].inputs)
-        for value in node.input:
-            if value and value not in initializers and value not in allowed \
-                    and value.partition("/")[0] != owner:
-                faults.setdefault(owner, f"its ONNX node {node.name!r} ({node.op_type}) reads "
-                                         f"{value!r}, which is not one of its inputs in the "
-                                         "GraphIR")
+
+    def owner(value: str) -> str | None:
+        head = value.partition("/")[0]
+        return head if head in known else None
+
+    def fault(name: str | None, reason: str) -> None:
+        for target in ([name] if name in known else returned):
+            faults.setdefault(target, reason)
+
+    returned = [n if n in known else operators[-1] for n in ir.outputs] or operators[-1:]
+    ours = {tuple(n.output): n for n in reference.graph.node}
+    theirs = {tuple(n.output): n for n in model.graph.node}
+    for outputs, node in ours.items():
+        other = theirs.get(outputs)
+        if other is None:
+            fault(owner(outputs[0]), f"the file has no {node.op_type} node writing "
+                                     f"{outputs[0]!r}, which the export writes")
+        elif _bare(other) != _bare(node):
+            fault(owner(outputs[0]), f"the file's {other.op_type} node writing {outputs[0]!r} "
+                                     f"is not the export's {node.op_type} node (op type, "
+                                     "domain, inputs or attributes differ)")
+    for outputs, node in theirs.items():
+        if outputs not in ours:
+            fault(owner(outputs[0]) if outputs else None,
+                  f"the file has a {node.op_type} node writing {list(outputs)} that the "
+                  "export does not write")
+    constants = {t.name: t for t in model.graph.initializer}
+    for tensor in reference.graph.initializer:
+        other = constants.get(tensor.name)
+        if other is None or _bare(other) != _bare(tensor):
+            users = [n.name for n in ir.nodes if tensor.name in
+                     {n.attrs.get(a) for a in CONSTANT_ATTRS.get(n.op_type, ())}]
+            reason = (f"the initializer {tensor.name!r} is not the export's, bit for bit"
+                      if other is not None else
+                      f"the file has no initializer {tensor.name!r}")
+            for name in users or [owner(tensor.name)]:
+                fault(name, reason)
+    ours_out = [_bare(o) for o in reference.graph.output]
+    theirs_out = [_bare(o) for o in model.graph.output]
+    for i, target in enumerate(returned):
+        if i >= len(theirs_out) or theirs_out[i] != ours_out[i]:
+            faults.setdefault(target, f"the file's graph output {i} is not the export's")
+    extras = [f"local functions ({len(model.functions)})" if model.functions else "",
+              "sparse initializers" if model.graph.sparse_initializer else "",
+              ", ".join(sorted(o.domain for o in model.opset_import
+                               if o.domain not in ("", "ai.onnx")))]
+    extras = [e for e in extras if e]
+    if extras:
+        fault(None, f"the file declares what the export never writes: {'; '.join(extras)}")
     return faults
 
 
@@ -241,7 +304,7 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
                         f"not {type(ir).__name__}")
     model = _load(onnx_model)
     batch = _fixed_batch(ir, model.graph)
-    faults = structural_faults(ir, model.graph)
+    faults = structural_faults(ir, model, batch)
     if len(model.graph.output) != len(ir.outputs):
         raise ValueError(f"the file has {len(model.graph.output)} outputs, the GraphIR "
                          f"{len(ir.outputs)}: was it exported from this GraphIR?")

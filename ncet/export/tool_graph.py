@@ -58,8 +58,12 @@ class GraphContext:
         return len(self.consumers.get(name, ())) + (name in self.graph_outputs)
 
     def values(self, name: str):
-        """The array of an initializer, or None."""
+        """The array of a constant (an initializer, or a Constant node's `value`), or None."""
         tensor = self.initializers.get(name)
+        if tensor is None and name in self.producers:
+            node = self.nodes[self.producers[name]]
+            if node.op_type == "Constant":
+                tensor = next((a.t for a in node.attribute if a.name == "value"), None)
         return None if tensor is None else numpy_helper.to_array(tensor)
 
 

@@ -57,7 +57,7 @@ def _matmul_fuses_foreign_add(node, ctx) -> bool:
         return False
     nxt = ctx.nodes[i + 1]
     return (nxt.op_type == "Add" and any(n in ctx.initializers for n in nxt.input)
-            and node.output[0] not in nxt.input)
+            and bool(node.output) and node.output[0] not in nxt.input)
 
 
 def _avgpool_pads_without_cip(node, ctx) -> bool:
@@ -187,15 +187,8 @@ def _second_not_constant(node, ctx) -> bool:
 
 
 def _mul_vector_constant(node, ctx) -> bool:
-    k = input_name(node, 1)
-    return k in ctx.initializers and _size(ctx.shapes[k]) > 1
-
-
-def _size(shape) -> int:
-    out = 1
-    for d in shape:
-        out *= d
-    return out
+    values = ctx.values(input_name(node, 1))
+    return values is not None and values.size > 1
 
 
 def _sub_unsupported(node, ctx) -> bool:
