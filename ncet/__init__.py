@@ -9,14 +9,21 @@ from .errors import (
     SupportBoundaryError,
     TraceError,
     UnsupportedOperatorError,
+    from_caller,
 )
 from .evaluate import evaluate
-from .exactness.check import check_exactness
+from .exactness.check import check_exactness as _check_exactness
 from .exactness.report import ExactnessEntry, ExactnessReport
-from .format.file import load, save
+from .format.file import load as _load
+from .format.file import save as _save
 from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
+
+# NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
+# keeps the internal frames); convert and diagnose are wrapped where they are defined.
+check_exactness = from_caller(_check_exactness)
+load, save = from_caller(_load), from_caller(_save)
 
 try:
     __version__ = _metadata.version("ncet")
@@ -25,6 +32,7 @@ except _metadata.PackageNotFoundError:
     __version__ = "unknown"
 
 
+@from_caller
 def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
     """Write `ir` as an ONNX model, one ONNX node (or a small documented pattern) per IR node.
 
@@ -65,6 +73,7 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
     return export(ir, path, profile=profile, batch=batch, **options)
 
 
+@from_caller
 def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True,
                end_to_end=True, threads=0, progress=False, keep_samples=256):
     """Certify an exported ONNX file: run it in onnxruntime and hold every IR node's value
@@ -111,6 +120,7 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
                  keep_samples=keep_samples)
 
 
+@from_caller
 def lint_onnx(model_or_path, tool):
     """List every node of an ONNX file that a verification tool would reject or silently
     mis-handle, with the node, the reason and the tool-side source (docs/export.md).

@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import os
+import traceback
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import TracebackType
+from typing import TypeVar
 
 from .ir import Source
 
@@ -95,7 +102,46 @@ REASONS: dict[str, Reason] = {row[0]: Reason(*row) for row in _REASON_ROWS}
 
 
 class NCETError(Exception):
-    """Base class of every error NCET raises on purpose."""
+    """Base class of every error NCET raises on purpose.
+
+    A public entry point (`convert`, `diagnose`, `ConversionReport.raise_first`, ...) raises
+    it from the caller's frame: its `__traceback__` starts at the line that called NCET and
+    holds no frame of NCET's own, and its chained cause is not printed (`from_caller`).
+    What was taken off is kept for a bug report, and `debug_traceback()` prints it all;
+    with the environment variable NCET_DEBUG=1 nothing is taken off.
+
+    Attributes:
+        internal_traceback: The frames inside NCET the error was raised through (None when
+            none were taken off).
+        internal_cause: The `__cause__` taken off with them, e.g. the exception torch.fx
+            raised while tracing (None for none).
+    """
+
+    internal_traceback: TracebackType | None = None
+    internal_cause: BaseException | None = None
+
+    def debug_traceback(self) -> str:
+        """The whole traceback as Python would print it without `from_caller`: the chained
+        cause, then the caller's frames followed by NCET's own, then the message."""
+        parts = []
+        cause = self.internal_cause or self.__cause__
+        if cause is not None:
+            parts += traceback.format_exception(cause)
+            parts.append("\nThe above exception was the direct cause of the following "
+                         "exception:\n\n")
+        frames = traceback.extract_tb(self.__traceback__) + \
+            traceback.extract_tb(self.internal_traceback)
+        if frames:
+            parts += ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
+        return "".join(parts + traceback.format_exception_only(self))
+
+    def __reduce__(self):  # tracebacks do not pickle; the debugging state stays behind
+        reduced = super().__reduce__()
+        if len(reduced) > 2 and isinstance(reduced[2], dict):
+            state = {k: v for k, v in reduced[2].items()
+                     if k not in ("internal_traceback", "internal_cause")}
+            reduced = (reduced[0], reduced[1], state or None, *reduced[3:])
+        return reduced
 
 
 class ConversionError(NCETError):
@@ -191,3 +237,56 @@ def format_message(code: str, reason: str, node: str, fx_op: str, spelling: str,
 def make_error(code: str, reason: str, **context: str) -> ConversionError:
     """Build the error of the class registered for `code`."""
     return ERROR_CLASSES[REASONS[code].error](code, reason, **context)
+
+
+DEBUG_VARIABLE = "NCET_DEBUG"
+"""The environment variable that, set to anything but "" or "0", keeps NCET's own frames and
+the chained cause on the errors public entry points raise (`from_caller`)."""
+
+_ENTERED: contextvars.ContextVar[int] = contextvars.ContextVar("ncet_entered", default=0)
+"""How many public entry points are running in this thread (or task): only the outermost
+takes NCET's frames off, so an entry point calling another keeps the whole story."""
+
+_F = TypeVar("_F", bound=Callable)
+
+
+def from_caller(function: _F) -> _F:
+    """Make `function` a public entry point whose NCETErrors are raised from the caller's
+    frame: the traceback a user sees is their own code, then the message.
+
+    The error leaves with the same class, message and attributes; its `__traceback__` (the
+    frames inside NCET) moves to `internal_traceback` and its `__cause__` to
+    `internal_cause`, and `__suppress_context__` is set (`__context__` stays). The wrapper
+    re-raises with a bare `raise`, which adds no frame of its own (Python 3.11+ re-raises
+    with the exception's `__traceback__` as it is), so no frame of NCET's precedes the
+    message. Other exceptions (ValueError for a malformed argument, a bug's KeyError) keep
+    their whole traceback, and with NCET_DEBUG=1 so do NCETErrors.
+
+    Example:
+        >>> @from_caller
+        ... def convert(model, *input_shapes): ...
+    """
+    @functools.wraps(function)
+    def entry_point(*args, **kwargs):
+        token = _ENTERED.set(_ENTERED.get() + 1)
+        try:
+            return function(*args, **kwargs)
+        except NCETError as error:
+            if _ENTERED.get() == 1 and os.environ.get(DEBUG_VARIABLE, "") in ("", "0"):
+                _detach(error)
+            raise  # bare: adds no frame of this wrapper to the traceback
+        finally:
+            _ENTERED.reset(token)
+
+    return entry_point  # type: ignore[return-value]
+
+
+def _detach(error: NCETError) -> None:
+    """Take NCET's frames and the chained cause off `error`, keeping them on it."""
+    if error.internal_traceback is None:  # re-raised (raise_first twice): keep the first
+        error.internal_traceback = error.__traceback__
+    if error.__cause__ is not None:
+        error.internal_cause = error.__cause__
+    error.__traceback__ = None
+    error.__cause__ = None
+    error.__suppress_context__ = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..errors import TraceError
+from ..errors import TraceError, from_caller
 from ..ir import GraphIR
 from .canonicalize import canonicalize, trace_failure_report
 from .isolation import untouched
@@ -47,6 +47,7 @@ def _check_rewrite(rewrite) -> bool:
     return rewrite
 
 
+@from_caller
 def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
             rewrite: bool = False) -> GraphIR:
     """Trace `model` and project it onto canonical GraphIR.
@@ -75,6 +76,8 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
 
     Safe to call from several threads: `convert`, `diagnose` and `check_exactness` run one
     at a time, and other threads' eager calls are never disturbed (docs/reliability.md).
+    Its errors are raised from the caller's frame, without NCET's own frames before the
+    message; NCET_DEBUG=1 keeps them (`ncet.errors.from_caller`).
 
     Example:
         >>> ir = ncet.convert(nn.Sequential(nn.Linear(4, 3), nn.ReLU()), (4,))
@@ -87,6 +90,7 @@ def convert(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
     return report.graph
 
 
+@from_caller
 def diagnose(model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
              rewrite: bool = False) -> ConversionReport:
     """Report what NCET makes of every FX node, with every problem of the model at once.

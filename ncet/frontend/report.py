@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import html
+from collections import Counter
 from dataclasses import dataclass, field
 
-from ..errors import ConversionError
+from ..errors import ConversionError, from_caller
 from ..ir import GraphIR, Source
 
 STATUSES = ("mapped", "lifted", "unsupported", "boundary", "skipped")
@@ -72,18 +72,31 @@ class ConversionReport:
         """The rows with a problem, in graph order."""
         return tuple(r for r in self.rows if r.status in _PROBLEMS)
 
+    @from_caller
     def raise_first(self) -> None:
-        """Raise the first problem's ConversionError, if there is one."""
+        """Raise the first problem's ConversionError, if there is one (from the caller's
+        frame, as `convert` raises it)."""
         for row in self.errors:
             raise row.error
 
-    def to_pandas(self):
-        """The rows as a pandas DataFrame (without the error objects)."""
+    def to_pandas(self, styled: bool = False):
+        """The rows as a pandas DataFrame (without the error objects), one per FX node.
+
+        Args:
+            styled: Return a pandas Styler of that DataFrame for notebooks instead: status
+                pills, rejected rows tinted, shapes as `[3, 32, 32]` on one line, numbers
+                right-aligned, no index. Its `.data` is the plain DataFrame, unchanged.
+                Needs jinja2 to render (pandas' own requirement for Stylers).
+
+        Returns:
+            A pandas DataFrame with the columns `ROW_COLUMNS`, or its Styler.
+        """
         import pandas as pd
 
         columns = ROW_COLUMNS
-        return pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows],
-                            columns=columns)
+        frame = pd.DataFrame([{c: getattr(r, c) for c in columns} for r in self.rows],
+                             columns=columns)
+        return _styled(frame) if styled else frame
 
     def summary(self) -> str:
         """One line: how many nodes, how many mapped, how many problems."""
@@ -108,16 +121,137 @@ class ConversionReport:
         text += [f"- {r.message}" for r in self.errors]
         return "\n".join(text)
 
+    def op_type_counts(self) -> dict[str, int]:
+        """How many FX nodes map to each op_type, in order of first appearance."""
+        return dict(Counter(r.op_type for r in self.rows if r.op_type is not None))
+
     def _repr_html_(self) -> str:
-        columns = ("fx_name", "fx_op", "spelling", "module_path", "op_type", "status", "code",
-                   "shape", "location", "message")
-        head = "".join(f"<th>{c}</th>" for c in columns)
-        body = "".join(
-            "<tr>" + "".join(f"<td>{_cell(getattr(r, c))}</td>" for c in columns) + "</tr>"
-            for r in self.rows)
-        return (f"<p>{html.escape(self.summary())}</p>"
-                f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>")
+        """The notebook display: the verdict, the problems grouped by reason code (node,
+        source line, reason, hint) and the op_types the nodes map to; the full per-node
+        table is `to_pandas(styled=True)`."""
+        from ..render import VIEW_STYLE, escape, reason_summary
+
+        counts = Counter(r.status for r in self.rows)
+        if self.ok:
+            assert self.graph is not None
+            level = "ok"
+            verdict = (f"converts: {len(self.rows)} FX nodes to {len(self.graph.nodes)} GraphIR "
+                       f"nodes and {len(self.graph.constants)} constants")
+        else:
+            groups: dict[str, list[Row]] = {}
+            for row in self.errors:
+                groups.setdefault(row.code or "", []).append(row)
+            level = "bad"
+            verdict = (f"rejected: {len(self.errors)} problem(s) for {len(groups)} reason(s) "
+                       f"in {len(self.rows)} FX nodes")
+        tally = " ".join(f'<span class="pill {s}">{counts[s]} {s}</span>'
+                         for s in STATUSES if counts[s])
+        parts = [VIEW_STYLE, _DISPLAY_STYLE, '<div class="ncet-static ncet-conversion">',
+                 f'<div class="ncet-verdict {level}">{escape(verdict)}</div>',
+                 f'<p class="ncet-tally">{tally}</p>']
+        if not self.ok:
+            for code, rows in groups.items():
+                parts.append(_reason_html(code, rows, reason_summary(code), escape))
+        mapped = self.op_type_counts()
+        if mapped:
+            chips = " &middot; ".join(f"<code>{escape(op)}</code>&nbsp;&times;{n}"
+                                      for op, n in mapped.items())
+            parts.append(f'<p class="ncet-ops"><b>op_types</b> {chips}</p>')
+        rewritten = sum(1 for r in self.rows if r.rewrite)
+        if rewritten:
+            parts.append(f'<p class="ncet-note">{rewritten} node(s) rewritten (opt-in '
+                         "rewrites; see the <code>rewrite</code> column).</p>")
+        parts.append('<p class="ncet-note">Every node: <code>report.to_pandas(styled=True)'
+                     "</code>; the errors: <code>report.errors</code>.</p></div>")
+        return "".join(parts)
 
 
-def _cell(value) -> str:
-    return "" if value is None else html.escape(str(value))
+SHOWN_PER_REASON = 25
+"""Rejected nodes listed per reason code in the notebook display; the rest are counted."""
+
+_DISPLAY_STYLE = (
+    "<style>"
+    ".ncet-conversion{font-size:13px;line-height:1.4;max-width:100%;overflow-x:auto}"
+    ".ncet-conversion .ncet-verdict{display:inline-block;border:1px solid;border-radius:6px;"
+    "padding:6px 12px;font-weight:600;margin:4px 0}"
+    ".ncet-conversion .ncet-verdict.ok{background:var(--ncet-ok-bg,#dcfce7);"
+    "color:var(--ncet-ok,#15803d)}"
+    ".ncet-conversion .ncet-verdict.bad{background:var(--ncet-bad-bg,#fee2e2);"
+    "color:var(--ncet-bad,#b91c1c)}"
+    ".ncet-conversion .ncet-reason{border-left:4px solid var(--ncet-bad,#b91c1c);"
+    "padding:2px 10px;margin:8px 0}"
+    ".ncet-conversion .ncet-reason.boundary{border-left-color:var(--ncet-warn,#b45309)}"
+    ".ncet-conversion .ncet-reason p{margin:2px 0 4px}"
+    ".ncet-conversion td.nowrap,.ncet-conversion span.nowrap{white-space:nowrap}"
+    ".ncet-conversion .ncet-note{color:var(--ncet-muted,#64748b);font-size:12px}"
+    "</style>")
+"""The display's own rules, scoped to `.ncet-conversion`, in the palette of `ncet.render`'s
+VIEW_STYLE (which styles its tables, pills and problem rows and follows JupyterLab's theme)."""
+
+
+def _reason_html(code: str, rows: list[Row], summary: str, escape) -> str:
+    """One reason code's box: its meaning and a table of the nodes it rejects."""
+    kind = "boundary" if rows[0].status == "boundary" else "unsupported"
+    error = rows[0].error
+    cls = type(error).__name__ if error is not None else kind
+    meaning = f"{summary[:1].upper()}{summary[1:]} ({cls})" if summary else cls
+    body = "".join(
+        f'<tr class="problem"><td class="nowrap"><code>{escape(r.fx_name)}</code></td>'
+        f'<td class="nowrap"><code>{escape(r.spelling)}</code></td>'
+        f"<td>{_source_html(r, escape)}</td>"
+        f"<td>{escape(r.error.reason if r.error is not None else r.message)}</td>"
+        f'<td class="hint">{escape(r.hint)}</td></tr>'
+        for r in rows[:SHOWN_PER_REASON])
+    more = len(rows) - SHOWN_PER_REASON
+    tail = f'<p class="ncet-note">... and {more} more node(s).</p>' if more > 0 else ""
+    return (f'<div class="ncet-reason {kind}"><p><b><code>{escape(code)}</code></b> &middot; '
+            f"{len(rows)} node(s): {escape(meaning)}</p>"
+            "<table><thead><tr><th>node</th><th>spelling</th><th>source</th><th>reason</th>"
+            f"<th>hint</th></tr></thead><tbody>{body}</tbody></table>{tail}</div>")
+
+
+def _source_html(row: Row, escape) -> str:
+    """file:line and, when Python could read it, the line's code."""
+    where = f'<span class="nowrap">{escape(row.location)}</span>' if row.location else ""
+    code = f" <code>{escape(row.source_text)}</code>" if row.source_text else ""
+    return where + code or "-"
+
+
+_STATUS_COLORS = {"mapped": ("#dcfce7", "#14532d"), "lifted": ("#dbeafe", "#1e3a8a"),
+                  "unsupported": ("#fee2e2", "#7f1d1d"), "boundary": ("#fef3c7", "#78350f"),
+                  "skipped": ("#e2e8f0", "#334155")}
+"""Pill colours of the Styler, whose table sits outside VIEW_STYLE's scope: light
+backgrounds with dark text, legible in light and dark themes alike."""
+
+_PROBLEM_TINT = "background-color:rgba(220,38,38,0.10)"
+"""A rejected row's tint: translucent, so the theme's own text colour stays legible."""
+
+
+def _styled(frame):
+    """`frame` (of `to_pandas`) as a Styler: status pills, rejected rows tinted, shapes on
+    one line, numbers right-aligned, text HTML-escaped."""
+    from ..render import pill
+
+    problem = frame["status"].isin(_PROBLEMS)
+    numeric = [c for c in frame.columns if frame[c].dtype.kind in "iuf"]
+    pills = [{"selector": f".pill.{s}", "props": f"background:{bg};color:{fg}"}
+             for s, (bg, fg) in _STATUS_COLORS.items()]
+    styler = frame.style.format(na_rep="", escape="html")
+    styler = styler.format(lambda s: pill(str(s)), subset=["status"])
+    styler = styler.format(lambda s: "" if s is None else f"[{', '.join(map(str, s))}]",
+                           subset=["shape"], escape="html")
+    return (styler.hide(axis="index")
+            .apply(lambda row: [_PROBLEM_TINT if problem[row.name] else ""] * len(row),
+                   axis=1)
+            .set_properties(subset=["shape", "fx_name", "spelling", "status", "code",
+                                    "location"], **{"white-space": "nowrap"})
+            .set_properties(subset=numeric, **{"text-align": "right"})
+            .set_properties(subset=["message"], **{"min-width": "28em"})
+            .set_properties(subset=["hint"], **{"min-width": "16em"})
+            .set_table_styles([
+                {"selector": "", "props": "border-collapse:collapse;font-size:12px"},
+                {"selector": "th, td", "props": "padding:2px 8px;text-align:left;"
+                 "vertical-align:top;border-bottom:1px solid var(--jp-border-color2,#e2e8f0)"},
+                {"selector": ".pill", "props": "display:inline-block;border-radius:999px;"
+                 "padding:0 8px;font-size:11.5px;font-weight:600;white-space:nowrap"},
+                *pills]))
