@@ -2,6 +2,7 @@
 
 from importlib import metadata as _metadata
 
+from .differences import Comparison, compare
 from .errors import (
     ConversionError,
     GraphIRFormatError,
@@ -148,5 +149,6 @@ __all__ = [
     "ConversionError", "ConversionReport", "ExactnessEntry", "ExactnessReport", "GraphIR",
     "GraphIRFormatError", "IRNode", "NCETError", "Row", "Source", "SupportBoundaryError",
     "TraceError", "UnsupportedOperatorError", "check_exactness", "convert", "diagnose",
-    "check_onnx", "evaluate", "lint_onnx", "load", "save", "to_onnx",
+    "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
+    "to_onnx",
 ]

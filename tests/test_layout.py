@@ -18,7 +18,7 @@ PUBLIC_API = {
     "GraphIR", "IRNode", "Source", "ConversionReport", "Row", "ExactnessReport",
     "ExactnessEntry", "NCETError", "ConversionError", "TraceError",
     "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
-    "check_onnx", "lint_onnx",
+    "check_onnx", "lint_onnx", "compare", "Comparison",
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.export")

@@ -1,5 +1,5 @@
-"""The `ncet` command: inspect, check, convert, export, show and report on models from the
-shell."""
+"""The `ncet` command: inspect, check, convert, export, show, diff and report on models from
+the shell."""
 
 from __future__ import annotations
 
@@ -24,7 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     Returns:
         0 on success, 1 when the model is rejected, its ONNX export is refused, a check
         fails, a lint tool has findings or a file is malformed, 130 after Ctrl-C (one line
-        on stderr, no traceback).
+        on stderr, no traceback); `ncet diff` returns 0 when A and B are the same, 1 when
+        they differ and 2 when they cannot be compared.
 
     Raises:
         SystemExit: With status 2 for usage errors (argparse's convention), after printing

@@ -8,7 +8,7 @@ import re
 import textwrap
 
 from ..examples import EXAMPLES
-from . import commands
+from . import commands, diffing
 from .records import ncet_version
 from .targets import FORMS_HELP
 
@@ -24,12 +24,14 @@ examples:
   ncet convert mlp -o mlp.ncet && ncet show mlp.ncet
   ncet export mlp -o mlp.onnx --profile verifier --lint eran --check
   ncet report residual_cnn -o report.html       one self-contained HTML file
+  ncet diff before.ncet after.ncet              what changed between two GraphIRs
 
 {textwrap.fill(FORMS_HELP, 88)}
 
 exit status: 0 success; 1 the model is rejected, the ONNX export is refused, an exactness
 check fails, a lint tool has findings or a file is malformed; 2 usage error (bad arguments,
-or a TARGET that cannot be loaded); 130 Ctrl-C.
+or a TARGET that cannot be loaded); 130 Ctrl-C. `ncet diff`, like diff: 0 same, 1 different,
+2 when A or B cannot be compared.
 
 Run `ncet COMMAND --help` for a command's options."""
 
@@ -46,6 +48,8 @@ COMMAND_EXAMPLES = {
                "--profile verifier --lint eran --lint marabou",
                "ncet export residual_cnn -o cnn.onnx --batch 1 --check --samples 8 --json"),
     "show": ("ncet show net.ncet", "ncet show net.ncet --json"),
+    "diff": ("ncet diff before.ncet after.ncet",
+             "ncet diff net.ncet mypkg.models:Net --input-shape 3,32,32 --eval --json"),
     "report": ("ncet report residual_cnn -o report.html",
                "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html",
                "ncet report mlp -o mlp.html --export --profile verifier --lint eran --check"),
@@ -139,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--max-check-work", type=_limit, default=None, metavar="N", help=(
         "multiply-adds and element visits the meaning check may do (default: in proportion "
         "to the file's size)"))
+    diff = _command(sub, "diff", diffing.run_diff, [json_only],
+                    "compare two GraphIRs (files or models) node by node",
+                    diffing.DESCRIPTION)
+    diffing.add_arguments(diff)
     report = _command(sub, "report", commands.run_report,
                       [target, checking, exporting, json_only],
                       "write one self-contained HTML report",
