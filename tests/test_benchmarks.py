@@ -73,7 +73,8 @@ def test_memory_child_imports_as_a_package():
     assert mib == 1.5
 
 
-@pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py", "rewrite.py"])
+@pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py", "rewrite.py",
+                                    "export.py"])
 def test_runs_as_a_script(script):
     # benchmarks/ itself, not the repository root, is on sys.path: the memory import must work
     out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", script), "--help"],
@@ -90,6 +91,48 @@ def test_rewrite_script_writes_both_comparisons(tmp_path):
     assert result["fx_nodes"] == 41
     for key in ("no_rewrites", "every_relu_in_place"):
         assert result[key]["ratio"] > 0
+
+
+def test_export_script_writes_every_ratio(tmp_path, capsys):
+    # benchmarks/export.py at tiny sizes: every exporter, the to_onnx sweep and its fit, and
+    # the check_onnx row (or its "not available"); the ratios are positive, no time asserted
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxscript")  # torch.onnx.export's default, the dynamo exporter
+    from benchmarks import export
+
+    out = tmp_path / "export.json"
+    assert export.main(["--families", "mlp", "--export-nodes", "21", "--sizes", "21,41",
+                        "--repeats", "1", "--export-repeats", "1", "--check-models", "mlp",
+                        "--check-nodes", "21", "--samples", "4", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert set(result) == {"machine", "settings", "exporters", "to_onnx", "fits", "check_onnx"}
+    assert {"date", "processor", "cpu", "nproc", "torch", "onnx", "onnxruntime",
+            "git_head"} <= set(result["machine"])
+    (row,) = result["exporters"]
+    assert row["model"] == "mlp" and row["nodes"] == 21
+    for key in ("ncet_s", "dynamo_s", "torchscript_s", "dynamo_over_ncet",
+                "torchscript_over_ncet"):
+        assert row[key] > 0, key
+    assert row["dynamo_over_ncet"] == pytest.approx(row["dynamo_s"] / row["ncet_s"])
+    assert row["onnx_nodes/ncet"] > 0 and row["onnx_nodes/dynamo"] > 0
+    assert [r["nodes"] for r in result["to_onnx"]] == [21, 41]
+    assert all(r["to_onnx_us_per_node"] > 0 for r in result["to_onnx"])
+    assert set(result["fits"]) == {"mlp"}  # None: no two sizes >= 1,000 nodes
+    printed = capsys.readouterr().out
+    assert "dyn/ncet" in printed and "TS/ncet" in printed and "us/node" in printed
+    assert "date " in printed and "nproc " in printed
+    if not hasattr(ncet, "check_onnx"):
+        assert result["check_onnx"] == "not available"
+        assert "ncet.check_onnx: not available" in printed
+        return
+    (check,) = result["check_onnx"]
+    assert check["samples"] == 4 and check["ok"], check["verdict"]
+    for key in ("floor_s", "session_s", "forward_s", "evaluate_s", "check_s",
+                "check_over_floor", "check_over_forward_and_evaluate", "check_exactness_s",
+                "check_over_check_exactness"):
+        assert check[key] > 0, key
+    assert check["check_over_floor"] == pytest.approx(check["check_s"] / check["floor_s"])
+    assert "chk/floor" in printed
 
 
 # (nodes, width, samples): a shallow MLP, and one deep enough that the end-to-end radii leave
