@@ -2,9 +2,9 @@
 
 The static forms (DataFrames, HTML strings, matplotlib figures) need pandas and matplotlib
 only; the interactive views (`MappingTable`, `BoundaryPanel`, `ExactnessPanel`,
-`GraphView`, `Workbench`) import ipywidgets when first used. The exactness figures are
-`ncet.render`'s, the ones the HTML report draws; the views use only the public names of
-`ncet` and `ncet.render`.
+`GraphView`, `SummaryPanel`, `CompareView`, `Workbench`) import ipywidgets when first used.
+The exactness figures are `ncet.render`'s, the ones the HTML report draws; the views use only
+the public names of `ncet` and `ncet.render`.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ _LAZY = {
     "MappingTable": ".mapping",
     "BoundaryPanel": ".panels",
     "ExactnessPanel": ".panels",
-    "GraphView": ".panels",
+    "GraphView": ".graph_view",
     "Workbench": ".workbench",
     "exactness_figure": "ncet.render",
     "output_error_figure": "ncet.render",
@@ -26,6 +26,13 @@ _LAZY = {
     "graph_figure": ".graph",
     "exactness_html": ".static",
     "graph_html": ".static",
+    "graph_view_html": ".graph_view",
+    "sensitivity_figure": "ncet.render",
+    "CompareView": ".compare",
+    "SummaryPanel": ".summary",
+    "download_link": ".downloads",
+    "figure_downloads": ".downloads",
+    "frame_download": ".downloads",
 }
 """Imported on first use: the widgets need ipywidgets, the figures matplotlib."""
 

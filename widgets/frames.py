@@ -20,6 +20,7 @@ from ncet.render import (
     escape,
     facts_html,
     node_constants,
+    pill,
     quote_source,
     reason_summary,
     records_html,
@@ -102,9 +103,14 @@ def source_cell(location: str, source_text: str) -> str:
     return code_cell(quote_source(location, source_text) or "-")
 
 
+def mono(value) -> str:
+    """A `<td class="mono">`: code that never wraps (names, spellings, shapes)."""
+    return cell(escape(value), "mono")
+
+
 BOUNDARY_TABLE = (
-    Column("node", lambda r: code_cell(r.fx_name)),
-    Column("spelling", lambda r: code_cell(r.spelling)),
+    Column("node", lambda r: mono(r.fx_name)),
+    Column("spelling", lambda r: mono(r.spelling)),
     Column("source", lambda r: source_cell(r.location, r.source_text)),
     Column("message", lambda r: text_cell(r.message)),
     Column("what to do", lambda r: text_cell(sentence(r.hint), "hint")),
@@ -153,39 +159,63 @@ def _module(row) -> str:
 
 
 def _status(row) -> str:
-    return escape(row.status) + (f" <code>{escape(row.code)}</code>" if row.code else "")
+    return pill(row.status) + (f" <code>{escape(row.code)}</code>" if row.code else "")
 
 
 MAPPING_TABLE = (
-    Column("node", lambda r: code_cell(r.fx_name)),
-    Column("fx op", lambda r: text_cell(r.fx_op)),
-    Column("spelling", lambda r: code_cell(r.spelling)),
-    Column("module", lambda r: code_cell(_module(r))),
-    Column("op_type", lambda r: text_cell(r.op_type or "-")),
-    Column("status", lambda r: cell(_status(r))),
-    Column("shape", lambda r: text_cell(r.shape)),
-    Column("constants", lambda r: text_cell(r.constants)),
-    Column("source", lambda r: code_cell(r.location)),
+    Column("#", lambda r: cell(str(r.Index), "num"), numeric=True, key="#"),
+    Column("node", lambda r: mono(r.fx_name), key="fx_name"),
+    Column("fx op", lambda r: text_cell(r.fx_op, "nowrap"), key="fx_op"),
+    Column("spelling", lambda r: mono(r.spelling), key="spelling"),
+    Column("module", lambda r: mono(_module(r)), key="module_path"),
+    Column("op_type", lambda r: text_cell(r.op_type or "-", "nowrap"), key="op_type"),
+    Column("status", lambda r: cell(_status(r), "nowrap"), key="status"),
+    Column("shape", lambda r: cell(escape(r.shape or "-"), "mono shape"), key="shape"),
+    Column("constants", lambda r: text_cell(r.constants, "mono"), key="constants"),
+    Column("source", lambda r: mono(r.location), key="location"),
 )
-"""The mapping table's columns: one mapping-frame row each."""
+"""The mapping table's columns: one mapping-frame row each (its frame index is "#", the
+node's position in graph order); `key` is what a click on the header sorts by."""
+
+SORT_KEYS = tuple(c.key for c in MAPPING_TABLE)
+"""The mapping table's sortable columns: "#" (graph order) and the frame's columns."""
 
 
-def mapping_table_html(frame: pd.DataFrame) -> str:
-    """A `<table class="ncet-mapping">` with one body row per frame row."""
-    return records_html(frame.itertuples(index=False), MAPPING_TABLE, "ncet-mapping",
-                        _fx_name, _problem)
+def mapping_table_html(frame: pd.DataFrame, sort: tuple[str, bool] | None = None,
+                       selected: str | None = None, empty: str = "") -> str:
+    """A `<table class="ncet-mapping">` with one body row per frame row.
+
+    Args:
+        frame: Rows of `mapping_frame` (its index is the node's position, "#").
+        sort: (key, ascending) of the sorted column, for a sortable header (see
+            `ncet.render.header_html`); None for a plain header.
+        selected: The fx_name whose row gets class "ncet-selected".
+        empty: What to say below the header when `frame` is empty (`p.ncet-empty`).
+    """
+    def row_class(row) -> str:
+        classes = (_problem(row), "ncet-selected" if row.fx_name == selected else "")
+        return " ".join(c for c in classes if c)
+
+    table = records_html(frame.itertuples(index=True), MAPPING_TABLE, "ncet-mapping",
+                         _fx_name, row_class, sort)
+    if frame.empty and empty:
+        table += f'<p class="ncet-empty">{escape(empty)}</p>'
+    return table
 
 
 def mapping_html(report: ncet.ConversionReport, max_rows: int | None = None) -> str:
     """The mapping table as static HTML: the summary, then every FX node (the first
-    `max_rows` of them, and a line saying how many more, when `max_rows` is given)."""
+    `max_rows` of them, and a line saying how many more, when `max_rows` is given), in a
+    scrolling box (`div.ncet-scroll`, sticky header)."""
     frame = mapping_frame(report)
     more = 0 if max_rows is None else max(len(frame) - max_rows, 0)
     note = (f"<p>… and {more} more nodes: the live table (or <code>to_html()</code>) has "
             "them all.</p>") if more else ""
+    table = mapping_table_html(frame if not more else frame.iloc[:max_rows],
+                               empty="The model has no FX nodes.")
     return (f'<div class="ncet-static ncet-mapping-static">{_STYLE}'
             f"<p>{escape(report.summary())}</p>"
-            f"{mapping_table_html(frame if not more else frame.iloc[:max_rows])}{note}</div>")
+            f'<div class="ncet-scroll">{table}</div>{note}</div>')
 
 
 def tensor_stats(tensor: torch.Tensor) -> dict[str, str]:
@@ -201,9 +231,11 @@ def tensor_stats(tensor: torch.Tensor) -> dict[str, str]:
 
 
 CONSTANT_TABLE = (
-    Column("constant", lambda c: code_cell(c[0])),
-    *(Column(k, lambda c, k=k: text_cell(c[1][k]))
-      for k in ("shape", "dtype", "min", "max", "mean", "std")),
+    Column("constant", lambda c: mono(c[0])),
+    Column("shape", lambda c: cell(escape(c[1]["shape"]), "mono shape")),
+    Column("dtype", lambda c: text_cell(c[1]["dtype"], "nowrap")),
+    *(Column(k, lambda c, k=k: text_cell(c[1][k], "num"), numeric=True)
+      for k in ("min", "max", "mean", "std")),
 )
 """The node detail's constants: one (name, `tensor_stats`) each."""
 

@@ -3,20 +3,27 @@
 from __future__ import annotations
 
 import ipywidgets as W
+import traitlets
 
 import ncet
-from ncet.render import escape, exactness_figure, output_error_figure, scatter_figure
+from ncet.render import (
+    escape,
+    exactness_figure,
+    output_error_figure,
+    scatter_figure,
+    sensitivity_figure,
+)
 
 from .display import StaticFallback
+from .downloads import figure_downloads, frame_download
 from .frames import boundary_frame, boundary_html
-from .graph import graph_figure, page_bounds
 from .paging import Paged
 from .static import (
+    MAX_SVG_POINTS,
     arithmetic_html,
     default_node,
     exactness_html,
     figure_html,
-    graph_html,
     nodes_html,
     outputs_html,
     verdict_html,
@@ -58,8 +65,10 @@ class BoundaryPanel(StaticFallback, W.VBox):
 
 class ExactnessPanel(StaticFallback, Paged, W.VBox):
     """check_exactness's result: the verdict, per-node error against the certified bound on
-    a log axis, the output error histogram, a node chooser driving the torch-vs-reference
-    scatter, the arithmetic model, and the per-node table, paged.
+    a log axis, the per-node sensitivity (bound / |value|, vacuous end-to-end bounds
+    marked), the output error/bound histogram and outputs table, a node chooser driving the
+    torch-vs-reference scatter, the arithmetic model, and the per-node table, paged, each
+    node marked root cause / not certified (downstream of a violation) / vacuous.
 
     Only one page of the table is rendered, and the chooser offers at most `choices` node
     names (the worst), so a 20,000-node report stays responsive; any checked node's name
@@ -67,7 +76,11 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
 
     Attributes:
         report: The ExactnessReport shown.
-        verdict, plot, histogram, scatter, arithmetic: HTML widgets.
+        selected: traitlets.Unicode (None until a node is chosen): the node the user picked
+            in `node` or `select` chose; observe it to follow the selection elsewhere.
+        verdict, plot, sensitivity, histogram, scatter, arithmetic: HTML widgets.
+        downloads: HBox of download buttons: the figures as SVG and PNG (the error plot
+            only up to `MAX_SVG_POINTS` nodes), the per-node table as CSV.
         node: Combobox driving `scatter`: offers every node up to `choices` nodes, else the
             `choices` worst (violations first, then largest ratio); accepts any checked
             node's name. An unknown name is refused: `message` says so and the value goes
@@ -83,7 +96,10 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         >>> panel = ExactnessPanel(ncet.check_exactness(model, ir))
         >>> panel.violations.value = True
         >>> panel.page_entries()  # the ExactnessEntry records shown
+        >>> panel.observe(lambda change: print(change["new"]), names="selected")
     """
+
+    selected = traitlets.Unicode(None, allow_none=True)
 
     def __init__(self, report: ncet.ExactnessReport, page_size: int = 50, choices: int = 50):
         if page_size < 1 or choices < 1:
@@ -100,9 +116,19 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         self._shown = default_node(report)
 
         self.verdict = W.HTML(verdict_html(report))
-        self.plot = W.HTML(figure_html(exactness_figure(report), "ncet-errors", len(entries)))
-        self.histogram = W.HTML(figure_html(output_error_figure(report), "ncet-outputs")
+        figures = {"errors": exactness_figure(report), "sensitivity": sensitivity_figure(report),
+                   "outputs": output_error_figure(report)}
+        self.plot = W.HTML(figure_html(figures["errors"], "ncet-errors", len(entries)))
+        self.sensitivity = W.HTML(figure_html(figures["sensitivity"], "ncet-sensitivity",
+                                              len(entries)))
+        self.histogram = W.HTML(figure_html(figures["outputs"], "ncet-outputs")
                                 + outputs_html(report))
+        if len(entries) > MAX_SVG_POINTS:  # a second and third rendering of a large plot
+            del figures["errors"]
+        self.downloads = W.HBox(
+            [figure_downloads(figure, f"exactness-{stem}") for stem, figure in figures.items()]
+            + [frame_download(report.to_pandas(), "exactness-nodes.csv",
+                              "\u2913 per-node table (CSV)")])
         offered = [e.name for e in entries] if len(entries) <= choices else \
             [entries[i].name for i in self._worst[:choices]]
         if self._shown is not None and self._shown not in offered:  # offer the node drawn
@@ -121,6 +147,8 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         self._add_pager("ncet-nodes-")
         self.table = W.HTML()
         for widget, cls in ((self.verdict, "ncet-verdict"), (self.plot, "ncet-error-plot"),
+                            (self.sensitivity, "ncet-sensitivity"),
+                            (self.downloads, "ncet-exactness-downloads"),
                             (self.histogram, "ncet-histogram"), (self.node, "ncet-node"),
                             (self.message, "ncet-node-message"),
                             (self.scatter, "ncet-scatter"), (self.table, "ncet-nodes"),
@@ -136,9 +164,9 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
                         self.count])
         details = W.Accordion(children=[W.VBox([pager, self.table])],
                               titles=("Per-node table",))
-        super().__init__([self.verdict, self.plot, self.histogram,
+        super().__init__([self.verdict, self.plot, self.sensitivity, self.histogram,
                           W.HBox([self.node, self.message]), self.scatter, self.arithmetic,
-                          details])
+                          details, self.downloads])
         self.add_class("ncet-exactness-panel")
 
     # -- public -------------------------------------------------------------------------
@@ -157,7 +185,7 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         return [self.report.entries[i] for i in self._matches[self._page_slice()]]
 
     def select(self, name: str) -> None:
-        """Draw one node's scatter.
+        """Draw one node's scatter and make it `selected`.
 
         Raises:
             KeyError: The report checked no node of that name.
@@ -166,6 +194,7 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
             raise KeyError(f"the exactness report has no node {name!r}")
         self.message.value = ""
         self.node.value = name
+        self.selected = name  # also when it was already shown
 
     def to_html(self) -> str:
         """The static form, with the scatter of the node shown now."""
@@ -187,6 +216,7 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         self.message.value = ""
         self._shown = name
         self._draw_scatter()
+        self.selected = name
 
     def _draw_scatter(self) -> None:
         if self._shown is None:
@@ -213,58 +243,11 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         shown = self.page_entries()
         first, last = (start + 1, start + len(shown)) if shown else (0, 0)
         which = "violated" if self.violations.value else "nodes"
-        self.count.value = (f"showing {first}–{last} of {n} {which} ({total} nodes)"
+        roots = len(self.report.root_causes)
+        blame = (f" &middot; {roots} root cause(s), {len(self.report.not_certified)} "
+                 "node(s) and output(s) not certified downstream") if roots else ""
+        self.count.value = (f"showing {first}–{last} of {n} {which} ({total} nodes){blame}"
                             f" &middot; page {self.page.value} of {self.pages}")
         self.table.value = nodes_html(self.report, shown)
         self.prev.disabled = self.page.value <= 1
         self.next.disabled = self.page.value >= self.pages
-
-
-class GraphView(StaticFallback, W.VBox):
-    """The IR drawn as a DAG coloured by op_type; pages of `max_nodes` nodes beyond that.
-
-    Attributes:
-        ir: The GraphIR drawn.
-        page: BoundedIntText: the page drawn, from 1; `prev` and `next` step it.
-        figure: HTML: the drawing of the current page.
-    """
-
-    def __init__(self, ir: ncet.GraphIR, max_nodes: int = 100):
-        page_bounds(ir, max_nodes, 0)  # validates max_nodes
-        self.ir = ir
-        self.max_nodes = max_nodes
-        self.pages = max(1, -(-len(ir.nodes) // max_nodes))
-        self.page = W.BoundedIntText(value=1, min=1, max=self.pages, description="page",
-                                     layout=W.Layout(width="160px"))
-        self.prev = W.Button(description="◀ prev", layout=W.Layout(width="80px"))
-        self.next = W.Button(description="next ▶", layout=W.Layout(width="80px"))
-        self.info = W.HTML()
-        self.figure = W.HTML()
-        self.figure.add_class("ncet-graph-figure")
-        self.page.observe(lambda _: self._draw(), names="value")
-        self.prev.on_click(lambda _: self._step(-1))
-        self.next.on_click(lambda _: self._step(1))
-        pager = W.HBox([self.prev, self.page, self.next, self.info])
-        super().__init__([pager, self.figure] if self.pages > 1 else [self.figure])
-        self.add_class("ncet-graph-view")
-        self._draw()
-
-    @property
-    def start(self) -> int:
-        """Position of the current page's first node."""
-        return (self.page.value - 1) * self.max_nodes
-
-    def _step(self, delta: int) -> None:
-        self.page.value = min(max(1, self.page.value + delta), self.pages)
-
-    def _draw(self) -> None:
-        start, stop = page_bounds(self.ir, self.max_nodes, self.start)
-        self.info.value = f"nodes {start + 1}–{stop} of {len(self.ir.nodes)}"
-        self.prev.disabled = self.page.value <= 1
-        self.next.disabled = self.page.value >= self.pages
-        figure = graph_figure(self.ir, max_nodes=self.max_nodes, start=start)
-        self.figure.value = figure_html(figure, "ncet-graph")
-
-    def to_html(self) -> str:
-        """The static form: the current page as inline SVG."""
-        return graph_html(self.ir, self.max_nodes, self.start)

@@ -1,9 +1,13 @@
-"""Workbench: the mapping table, support boundary, exactness and graph views of one model in
-one tabbed widget, computing lazily."""
+"""Workbench: the mapping table, support boundary, exactness, graph (and summary) views of
+one model in one tabbed widget, computing lazily, with one node selection shared by all."""
 
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
+import os
+import secrets
 
 import ipywidgets as W
 import torch
@@ -13,23 +17,33 @@ import ncet
 
 from .display import STATIC_ROWS, StaticFallback
 from .frames import escape, mapping_html
+from .graph_view import GraphView, graph_view_html
 from .mapping import MappingTable
-from .panels import BoundaryPanel, ExactnessPanel, GraphView
-from .static import exactness_html, graph_html
+from .panels import BoundaryPanel, ExactnessPanel
+from .static import exactness_html
 
-TITLES = ("Mapping", "Support boundary", "Exactness", "Graph")
+HAS_SUMMARY = importlib.util.find_spec(f"{__package__}.summary") is not None
+"""Whether the summary view (widgets/summary.py, `SummaryPanel`) is installed."""
+
+TITLES = ("Mapping", "Support boundary", "Exactness", "Graph") + \
+    (("Summary",) if HAS_SUMMARY else ())
 """The tabs, in order."""
 
 EXACTNESS_TAB, GRAPH_TAB = 2, 3
+SUMMARY_TAB = 4 if HAS_SUMMARY else None
 
 
 class Workbench(StaticFallback, W.Tab):
-    """Everything NCET says about one model, in four tabs.
+    """Everything NCET says about one model, in tabbed views sharing one selected node.
 
     `diagnose` runs on construction (cheap; with `rewrite=True`, after the opt-in rewrite
     rules, as `ncet.diagnose(..., rewrite=True)`). The exactness check runs only when asked
     (the "Run exactness check" button or `run_exactness()`), with a progress bar; the graph
-    is drawn when its tab is first shown (or `graph` is first read).
+    (and the summary) are built when their tab is first shown (or first read).
+
+    Selecting a node in the mapping table, the exactness panel or the graph selects it in
+    the others (FX node names are IR node names); a view without that node (a get_attr row
+    in the graph, an Input node in the exactness panel) keeps its own selection.
 
     Attributes:
         model: The model, never modified.
@@ -38,8 +52,10 @@ class Workbench(StaticFallback, W.Tab):
         boundary: The BoundaryPanel.
         exactness: The ExactnessPanel, or None until the check has run.
         exactness_report: The ExactnessReport, or None until the check has run.
-        graph: The GraphView (drawn on first access), or None when the model does not
+        graph: The GraphView (built on first access), or None when the model does not
             convert.
+        summary: The SummaryPanel (built on first access), when widgets/summary.py exists.
+        selected: The node last selected in any view (None for none).
         run_button: Button that runs the exactness check.
         progress: IntProgress driven by check_exactness's progress callback.
 
@@ -47,18 +63,26 @@ class Workbench(StaticFallback, W.Tab):
         >>> bench = Workbench(model, (3, 32, 32))
         >>> bench  # in a notebook cell
         >>> bench.run_exactness()
+        >>> bench.graph.select("conv1"); bench.mapping.selected
+        'conv1'
+        >>> bench.save_html("report.html")
     """
 
     def __init__(self, model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
-                 rewrite: bool = False, page_size: int = 25, max_nodes: int = 100):
+                 rewrite: bool = False, page_size: int = 25, max_nodes: int = 400):
         self.model = model
+        self.input_shapes = tuple(tuple(s) for s in input_shapes)
+        self.rewrite = rewrite
         self.report = ncet.diagnose(model, *input_shapes, dtype=dtype, rewrite=rewrite)
         self.max_nodes = max_nodes
+        self.selected: str | None = None
+        self._linking = False
         self.mapping = MappingTable(self.report, page_size=page_size)
         self.boundary = BoundaryPanel(self.report)
         self.exactness: ExactnessPanel | None = None
         self.exactness_report: ncet.ExactnessReport | None = None
         self._graph: GraphView | None = None
+        self._summary = None
 
         self.run_button = W.Button(description="Run exactness check", button_style="primary",
                                    disabled=not self.report.ok, layout=W.Layout(width="220px"))
@@ -72,12 +96,15 @@ class Workbench(StaticFallback, W.Tab):
         self._graph_box = W.VBox([W.HTML(
             "<p>The graph is drawn when this tab is shown.</p>" if self.report.ok else
             "<p>No graph to draw: the model does not convert (see Support boundary).</p>")])
-
-        super().__init__(children=[self.mapping, self.boundary, self._exactness_box,
-                                   self._graph_box], titles=TITLES)
+        children = [self.mapping, self.boundary, self._exactness_box, self._graph_box]
+        if HAS_SUMMARY:
+            self._summary_box = W.VBox([W.HTML("<p>The summary is built when this tab is "
+                                               "shown.</p>")])
+            children.append(self._summary_box)
+        super().__init__(children=children, titles=TITLES)
         self.add_class("ncet-workbench")
         self.observe(self._on_tab, names="selected_index")
-        self.mapping.node.observe(self._on_mapping_node, names="value")
+        self._follow(self.mapping)
 
     def _idle_text(self) -> str:
         if not self.report.ok:
@@ -123,45 +150,155 @@ class Workbench(StaticFallback, W.Tab):
         self.status.value = f"<p>Checked {report.samples} samples.</p>"
         self._exactness_box.children = (W.HBox([self.run_button, self.progress]),
                                          self.status, self.exactness)
+        self._follow(self.exactness)
         return report
 
     @property
     def graph(self) -> GraphView | None:
-        """The GraphView, drawn on first access; None when the model does not convert."""
+        """The GraphView, built on first access; None when the model does not convert."""
         if self._graph is None and self.report.ok:
-            self._graph = GraphView(self.report.graph, max_nodes=self.max_nodes)
+            self._graph = GraphView(self.report.graph, budget=self.max_nodes)
             self._graph_box.children = (self._graph,)
+            self._follow(self._graph)
         return self._graph
 
-    def _on_mapping_node(self, change) -> None:
-        """A node chosen in the mapping table is also shown in the exactness scatter (any
-        checked node, not only those the chooser offers)."""
-        if self.exactness is not None and change["new"] is not None:
-            with contextlib.suppress(KeyError):  # a node the check has no entry for
-                self.exactness.select(change["new"])
+    @property
+    def summary(self):
+        """The SummaryPanel (widgets/summary.py), built on first access; None without it."""
+        if self._summary is None and HAS_SUMMARY:
+            panel = importlib.import_module(f"{__package__}.summary").SummaryPanel
+            self._summary = panel(self.report)
+            self._summary_box.children = (self._summary,)
+        return self._summary
+
+    # -- one selection across the tabs ------------------------------------------------------
+
+    def select(self, name: str) -> None:
+        """Select node `name` in every view that has it.
+
+        Raises:
+            KeyError: No view has a node of that name.
+        """
+        if not self._propagate(name, None):
+            raise KeyError(f"no view has a node {name!r}")
+
+    def _follow(self, view) -> None:
+        """Propagate `view`'s selection to the others, and show it the current one. Views
+        without a `selected` trait yet are followed through their node chooser."""
+        owner, trait = (view, "selected") if view.has_trait("selected") else \
+            (getattr(view, "node", None), "value")
+        if owner is not None:
+            owner.observe(lambda change: self._propagate(change["new"], view), names=trait)
+        if self.selected is not None and view is not self.mapping:
+            self._linking = True
+            try:
+                _select_in(view, self.selected)
+            finally:
+                self._linking = False
+
+    def _views(self) -> list:
+        return [v for v in (self.mapping, self.exactness, self._graph) if v is not None]
+
+    def _propagate(self, name, source) -> bool:
+        """Select `name` in every view but `source`; True when some view has it. Re-entrant
+        calls (the views' own change events) are ignored, so nothing loops."""
+        if self._linking or not name or not isinstance(name, str):
+            return False
+        self._linking = True
+        try:
+            found = source is not None
+            for view in self._views():
+                if view is not source:
+                    found = _select_in(view, name) or found
+            if found:
+                self.selected = name
+            return found
+        finally:
+            self._linking = False
 
     def _on_tab(self, change) -> None:
         if change["new"] == GRAPH_TAB:
             _ = self.graph
+        elif SUMMARY_TAB is not None and change["new"] == SUMMARY_TAB:
+            _ = self.summary
+
+    # -- static forms -----------------------------------------------------------------------
 
     def to_html(self, max_rows: int | None = None) -> str:
-        """The static form: every view that has been computed, under the tab titles (the
-        mapping table's first `max_rows` rows, when given)."""
+        """The static form: every view, under the tab titles (the mapping table's first
+        `max_rows` rows, when given; the exactness panel once the check has run)."""
         parts = ['<div class="ncet-static ncet-workbench-static">',
                  f"<h3>{TITLES[0]}</h3>", mapping_html(self.report, max_rows),
                  f"<h3>{TITLES[1]}</h3>", self.boundary.to_html(), f"<h3>{TITLES[2]}</h3>"]
         if self.exactness is not None:
-            parts.append(exactness_html(self.exactness_report, self.exactness.node.value))
+            parts.append(exactness_html(self.exactness_report, self.exactness.shown))
         else:
             parts.append(self._idle_text())
-        parts.append(f"<h3>{TITLES[3]}</h3>")
-        if self.report.ok:
-            parts.append(graph_html(self.report.graph, self.max_nodes,
-                                    0 if self._graph is None else self._graph.start))
-        else:
+        parts.append(f"<h3>{TITLES[GRAPH_TAB]}</h3>")
+        if not self.report.ok:
             parts.append("<p>No graph: the model does not convert.</p>")
+        elif self._graph is None:
+            parts.append(graph_view_html(self.report.graph))
+        else:
+            parts.append(self._graph._static_html())
+        if SUMMARY_TAB is not None:
+            parts += [f"<h3>{TITLES[SUMMARY_TAB]}</h3>", self.summary.to_html()]
         parts.append("</div>")
         return "".join(parts)
 
     def _static_html(self) -> str:
         return self.to_html(STATIC_ROWS)
+
+    def save_html(self, path: str | os.PathLike, title: str | None = None) -> str:
+        """Write the page `ncet report` writes for this model: the conversion report, and
+        the exactness report if the check has run (it is not run here: press "Run
+        exactness check" or call `run_exactness()` first to include it; the page then says
+        "exactness not checked"). The file is replaced atomically.
+
+        Args:
+            path: Where to write the HTML file.
+            title: How the page names the model (default: the model's class name).
+
+        Returns:
+            The path written.
+
+        Raises:
+            OSError: The folder cannot be written.
+        """
+        from ncet.render import render_report
+
+        page = render_report(self.report, self.exactness_report,
+                             title=title or type(self.model).__name__,
+                             input_shapes=self.input_shapes,
+                             command=f"Workbench(..., rewrite={self.rewrite}).save_html()")
+        _write_atomically(path, page.encode("utf-8"))
+        return os.fspath(path)
+
+
+def _select_in(view, name: str) -> bool:
+    """Select `name` in `view`; False (and no change) when the view has no such node."""
+    if getattr(view, "selected", None) == name:
+        return True
+    try:
+        view.select(name)
+    except KeyError:
+        return False
+    return True
+
+
+def _write_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """Write to a temporary file beside `path`, sync it and rename it over `path` (as
+    `ncet.save` does), so a reader sees the old file or the new one, whole."""
+    path = os.fspath(path)
+    temporary = os.path.join(os.path.dirname(os.path.abspath(path)),
+                             f".{os.path.basename(path)}.{secrets.token_hex(8)}.tmp")
+    try:
+        with open(temporary, "xb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import html
+import functools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
@@ -11,9 +11,13 @@ from types import MappingProxyType
 import torch
 
 from ..errors import quote_source
-from ..ir import IRNode, Source
 from .arithmetic import SUSPICION_LAMBDA, ArithmeticModel
-from .stats import NodeStats
+from .blame import Blame, trace_violations
+from .entries import STATUSES, ExactnessEntry, OutputEntry, vacuous
+from .report_view import consequences, ratio_text, repr_html, styled_frame, text_table
+
+__all__ = ["OUTPUT_ERROR_SAMPLE_SIZE", "STATUSES", "VALUE_SAMPLE_SIZE", "ExactnessEntry",
+           "ExactnessReport", "OutputEntry", "vacuous"]
 
 VALUE_SAMPLE_SIZE = 256
 """Default number of elements per node kept for `ExactnessReport.value_sample`."""
@@ -28,95 +32,6 @@ _PROVENANCE_COLUMNS = ("fx_name", "fx_op", "spelling", "module_path", "location"
 
 def _no_samples() -> Mapping:
     return MappingProxyType({})
-
-
-@dataclass(frozen=True, slots=True)
-class ExactnessEntry:
-    """One IR node: the largest observed |torch - reference|, the bound there, their ratio.
-
-    `source` is the IR node's own provenance record (`Source`: FX node, spelling, module,
-    file:line); `fx_name`, `fx_op`, `spelling`, `module_path` and `location` read it.
-    """
-
-    name: str
-    op_type: str
-    source: Source
-    local_max_error: float
-    local_max_rel_error: float
-    local_bound: float
-    local_ratio: float
-    local_median_ratio: float
-    local_ulps: float
-    local_violations: int
-    e2e_max_error: float
-    e2e_bound: float
-    e2e_ratio: float
-    e2e_median_ratio: float
-    e2e_violations: int
-    note: str
-    source_text: str = ""
-    checked: bool = True
-    local_error_at_worst: float = 0.0
-    e2e_error_at_worst: float = 0.0
-    sensitivity: float = math.nan
-    suspicion: float = 0.0
-
-    fx_name = property(lambda self: self.source.fx_name, doc="The FX node's name.")
-    fx_op = property(lambda self: self.source.fx_op, doc="The FX node's op.")
-    spelling = property(lambda self: self.source.target, doc="The spelling NCET mapped.")
-    module_path = property(lambda self: self.source.module_path, doc="The module's path.")
-    location = property(lambda self: self.source.location, doc="file:line, or \"\".")
-
-    @property
-    def suspicious(self) -> bool:
-        """Flagged by the probabilistic second tier (`suspicion` above 1) without violating
-        the certified bound: likely a fault the certified bound is too wide to see."""
-        return self.suspicion > 1 and not self.violated
-
-    @property
-    def violated(self) -> bool:
-        """True when an element exceeded its bound in either check, or the node does not
-        correspond to the model (its note says how)."""
-        return self.local_violations > 0 or self.e2e_violations > 0
-
-    @classmethod
-    def from_stats(cls, node: IRNode, stats: NodeStats, local_median: float,
-                   e2e_median: float, source_text: str = "", exact: bool = False,
-                   tier_two: float = 1.0) -> ExactnessEntry:
-        """`source_text`: the text of the line at `node.source.location`, "" if unknown;
-        `exact`: the op does no rounding (any change is seen: sensitivity 0); `tier_two`:
-        certified / probabilistic bound of the node (>= 1), which scales the node-local
-        ratio into its suspicion."""
-        lo, e2e = stats.local, stats.end_to_end
-        unbounded = max(lo.unbounded, e2e.unbounded)
-        if unbounded:
-            stats.note(f"{unbounded} element(s) with an infinite or NaN bound: not checked")
-        return cls(node.name, node.op_type, node.source, lo.max_error, lo.max_rel_error,
-                   lo.bound_at_worst, lo.ratio, local_median, lo.ulps_at_worst, lo.violations,
-                   e2e.max_error,
-                   e2e.bound_at_worst, e2e.ratio, e2e_median, e2e.violations,
-                   "; ".join(stats.notes), source_text, not (stats.unchecked or unbounded),
-                   lo.error_at_worst, e2e.error_at_worst, 0.0 if exact else lo.sensitivity,
-                   lo.ratio * tier_two if math.isfinite(lo.ratio) else lo.ratio)
-
-
-@dataclass(frozen=True, slots=True)
-class OutputEntry:
-    """One model output: the user's eager model(x) against the reference and its bound."""
-
-    name: str
-    max_error: float
-    bound: float
-    ratio: float
-    violations: int
-    traced_differs: bool = False
-    checked: bool = True
-
-    @classmethod
-    def from_stats(cls, name: str, stats: NodeStats) -> OutputEntry:
-        e = stats.end_to_end
-        return cls(name, e.max_error, e.bound_at_worst, e.ratio, e.violations,
-                   bool(stats.notes), not (stats.unchecked or e.unbounded))
 
 
 @dataclass(frozen=True)
@@ -239,6 +154,128 @@ class ExactnessReport:
         """The first violating node in topological order, or None."""
         return next((e for e in self.entries if e.violated), None)
 
+    # -- root causes, consequences, vacuous bounds ---------------------------------------
+
+    @functools.cached_property
+    def _blame(self) -> Blame:
+        return trace_violations(self.entries, self.outputs)
+
+    @functools.cached_property
+    def _by_name(self) -> Mapping[str, ExactnessEntry]:
+        return MappingProxyType({e.name: e for e in self.entries})
+
+    def entry(self, name: str) -> ExactnessEntry:
+        """The entry of one IR operator node.
+
+        Raises:
+            KeyError: The report has no entry of that name (an Input node, or unknown).
+        """
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"the exactness report has no node {name!r}") from None
+
+    @property
+    def root_causes(self) -> tuple[ExactnessEntry, ...]:
+        """The violated nodes singled out from their consequences, in topological order:
+        a node-local violation none of whose own inputs is violated, or a violation with
+        nothing violated upstream (`blame.trace_violations`). One seeded fault gives one
+        root cause, at its node."""
+        return tuple(self._by_name[n] for n in self._blame.roots)
+
+    @property
+    def not_certified(self) -> tuple[str, ...]:
+        """Names of the nodes and outputs downstream of a violation, violated or not (nodes
+        in topological order, then outputs, each name once): their end-to-end comparison
+        is against a reference a fault has already moved, so nothing is certified there."""
+        blame = self._blame
+        roots = set(blame.roots)
+        nodes = [e.name for e in self.entries if e.name in blame.upstream
+                 and e.name not in roots]
+        seen = set(nodes)
+        return tuple(nodes + [o.name for o in self.outputs if o.name in blame.outputs
+                              and o.name not in seen])
+
+    def caused_by(self, name: str, output: bool = False) -> tuple[str, ...]:
+        """The root causes upstream of a node (or, with `output`, that an output depends on,
+        its own node included), in topological order; () when none."""
+        blame = self._blame
+        found = (blame.outputs if output else blame.upstream).get(name, ())
+        return tuple(r for r in blame.roots if r in found)
+
+    def status(self, name: str) -> str:
+        """What the report says of one node: one of `STATUSES` ("root cause", "not
+        certified", "not checked", "vacuous" or "certified").
+
+        Raises:
+            KeyError: The report has no entry of that name.
+        """
+        entry = self.entry(name)
+        if name in self._blame.roots:
+            return "root cause"
+        if name in self._blame.upstream:
+            return "not certified"
+        if not entry.checked:
+            return "not checked"
+        return "vacuous" if entry.e2e_vacuous else "certified"
+
+    def output_status(self, output: OutputEntry) -> str:
+        """What the report says of one output: "not certified" downstream of (or at) a
+        violated node, "violated" for a violation of its own, else as `status`."""
+        if output.name in self._blame.outputs:
+            return "not certified"
+        if output.violations or output.traced_differs:
+            return "violated"
+        if not output.checked:
+            return "not checked"
+        return "vacuous" if output.vacuous else "certified"
+
+    @property
+    def vacuous_outputs(self) -> tuple[OutputEntry, ...]:
+        """The certified outputs whose end-to-end bound is vacuous (`vacuous`)."""
+        return tuple(o for o in self.outputs if self.output_status(o) == "vacuous")
+
+    @property
+    def vacuous(self) -> tuple[str, ...]:
+        """Names of the certified nodes whose end-to-end bound is vacuous (`vacuous`)."""
+        return tuple(e.name for e in self.entries if self.status(e.name) == "vacuous")
+
+    @property
+    def worst_ratio(self) -> float:
+        """The largest observed/bound ratio of any node, in either check (0 for none);
+        `ratio_text` of it is what the summary and the report's card print."""
+        ratios = [r for e in self.entries for r in (e.local_ratio, e.e2e_ratio)
+                  if not math.isnan(r)]
+        return max(ratios, default=0.0)
+
+    def worst_entries(self, k: int) -> list[ExactnessEntry]:
+        """The k worst entries: root causes, then other violations, then by largest
+        observed/bound ratio; ties in topological order."""
+        roots = set(self._blame.roots)
+
+        def key(i: int):
+            e = self.entries[i]
+            ratios = [r for r in (e.local_ratio, e.e2e_ratio) if not math.isnan(r)]
+            return (e.name not in roots, not e.violated, -max(ratios, default=-math.inf), i)
+
+        return [self.entries[i] for i in sorted(range(len(self.entries)), key=key)[:k]]
+
+    def output_ratio_sample(self, name: str | None = None) -> torch.Tensor:
+        """|eager output - reference| / bound over a sample of output elements: the check's
+        own ratios, evenly strided over each chunk (`OutputEntry.ratio_sample`; at most 1
+        everywhere when the outputs are within their bounds).
+
+        Args:
+            name: An output's name, or None for all outputs concatenated in order.
+
+        Raises:
+            KeyError: `name` is not an output.
+        """
+        outputs = self.outputs if name is None else [o for o in self.outputs if o.name == name]
+        if name is not None and not outputs:
+            raise KeyError(f"the exactness report has no output {name!r}")
+        return torch.tensor([r for o in outputs for r in o.ratio_sample], dtype=torch.float64)
+
     def tightness(self) -> dict[str, tuple[float, float]]:
         """Per op_type with rounding: (median, worst) node-local observed/bound ratio."""
         per_op: dict[str, list[ExactnessEntry]] = {}
@@ -248,15 +285,23 @@ class ExactnessReport:
         return {op: (float(torch.tensor([e.local_median_ratio for e in es]).median()),
                      max(e.local_ratio for e in es)) for op, es in per_op.items()}
 
-    def to_pandas(self):
-        """One row per node: the columns of ExactnessEntry plus `violated`."""
+    def to_pandas(self, styled: bool = False):
+        """One row per node: the columns of ExactnessEntry plus `violated`.
+
+        Args:
+            styled: Return a pandas Styler of that frame instead, for notebooks: a
+                `status` column (`status`), violated rows tinted red and those downstream of
+                a violation amber, numbers right-aligned in one format (ratios as
+                `ratio_text`, so an attained bound reads 1.000).
+        """
         import pandas as pd
 
         names = [n for f in fields(ExactnessEntry)
                  for n in (_PROVENANCE_COLUMNS if f.name == "source" else (f.name,))]
         rows = [{**{n: getattr(e, n) for n in names}, "violated": e.violated}
                 for e in self.entries]
-        return pd.DataFrame(rows, columns=[*names, "violated"])
+        frame = pd.DataFrame(rows, columns=[*names, "violated"])
+        return styled_frame(self, frame) if styled else frame
 
     def summary(self) -> str:
         """A few lines: the verdict, the first violation, the arithmetic model."""
@@ -268,13 +313,12 @@ class ExactnessReport:
             why = reasons[0] if reasons else "the arithmetic in force is outside the declared model"
             verdict = f"NOT CERTIFIED: {why} (see below); no violation was observed"
         elif self.ok:
-            worst = max(self.entries, key=lambda e: max(e.local_ratio, e.e2e_ratio),
-                        default=None)
+            worst = self.worst_entries(1)
             verdict = (f"exact within the certified bounds on {self.samples} samples "
                        f"({len(self.entries)} nodes")
-            if worst is not None:
-                verdict += (f"; worst observed/bound {max(worst.local_ratio, worst.e2e_ratio):.3g}"
-                            f" at {worst.name!r}")
+            if worst:
+                verdict += (f"; worst observed/bound {ratio_text(self.worst_ratio)}"
+                            f" at {worst[0].name!r}")
             verdict += ")"
         elif first is not None:
             local = first.local_violations > 0
@@ -314,7 +358,7 @@ class ExactnessReport:
                        f"be checked{where}")
         if not self.arithmetic.certified and not verdict.startswith("NOT CERTIFIED"):
             verdict += " (and NOT CERTIFIED: the arithmetic in force is outside the model)"
-        lines = [verdict, f"inputs: {self.inputs}",
+        lines = [verdict, *consequences(self), f"inputs: {self.inputs}",
                  f"arithmetic: {self.arithmetic.describe()}"]
         if self.traced_differs:
             lines.append("note: the traced graph's outputs are not bit-identical to the "
@@ -329,24 +373,16 @@ class ExactnessReport:
 
     def table(self) -> str:
         """Per-node text table: op_type, and per check the error and the bound at the element
-        where error/bound is largest, their ratio (and the ulps there, node-local)."""
-        header = ("node", "op_type", "local err at worst", "local bound", "ratio", "ulps",
-                  "e2e err at worst", "e2e bound", "ratio", "")
-        rows = [header] + [(
-            e.name, e.op_type, _g(e.local_error_at_worst), _g(e.local_bound), _g(e.local_ratio),
-            _g(e.local_ulps), _g(e.e2e_error_at_worst), _g(e.e2e_bound), _g(e.e2e_ratio),
-            "VIOLATED" if e.violated else "" if e.checked else "NOT CHECKED")
-            for e in self.entries]
-        widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-        return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip()
-                         for r in rows)
+        where error/bound is largest, their ratio (and the ulps there, node-local), and the
+        node's status."""
+        return text_table(self)
 
     def __repr__(self) -> str:
         return self.summary() + "\n" + self.table()
 
     def _repr_html_(self) -> str:
-        frame = self.to_pandas()
-        return f"<pre>{html.escape(self.summary())}</pre>" + frame.to_html(index=False)
+        """The verdict, formatted, and the worst nodes (`report_view.repr_html`)."""
+        return repr_html(self)
 
 
 def _g(value: float) -> str:

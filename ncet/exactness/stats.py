@@ -188,6 +188,8 @@ class CheckStats:
     unbounded: int = 0  # elements whose bound is infinite or NaN: not checked
     value_at_worst: float = math.nan  # |reference| at the worst element
     ratios: RatioSample = field(default_factory=RatioSample)
+    max_bound: float = 0.0  # the largest finite elementwise bound (end to end only)
+    max_value: float = 0.0  # the largest |expected| (end to end only)
 
     def violate(self) -> None:
         """Record a violation that has no elementwise numbers (shape mismatch, failure)."""
@@ -203,20 +205,32 @@ class CheckStats:
         The relative error is |torch_value - expected| / |expected| (inf where expected is
         0 and they differ). Equal infinities agree; a NaN never does; an element whose bound
         is infinite or NaN is not checked (counted in `unbounded`, its ratio taken as 0);
-        0/0 is an exact element where nothing may differ (ratio 0).
+        0/0 is an exact element where nothing may differ (ratio 0). Without `relative`
+        (the end-to-end checks) the largest finite bound and the largest |expected| are kept
+        too (`max_bound`, `max_value`: the scale `vacuous` bounds are judged by).
         """
         n = expected.numel()
         self.elements += n
         if n == 0:
             return
+        scale = not relative
         if isinstance(bound, torch.Tensor):
-            if bound.numel() and not math.isfinite(float(bound.max())):  # max propagates NaN
+            top = float(bound.max()) if bound.numel() else 0.0  # max propagates NaN
+            if not math.isfinite(top):
                 void = ~torch.isfinite(bound.expand_as(expected))
                 self.unbounded += int(void.sum())
+                if scale:
+                    top = float(bound.masked_fill(~torch.isfinite(bound), 0.0).max())
                 bound = bound.masked_fill(~torch.isfinite(bound), math.inf)
         elif not math.isfinite(bound):
             self.unbounded += n
             return
+        else:
+            top = bound
+        if scale:
+            low, high = torch.aminmax(expected)
+            self.max_value = max(self.max_value, -float(low), float(high))  # NaN is ignored
+            self.max_bound = max(self.max_bound, top)
         work, spare = scratch if scratch is not None else (None, None)
         error = torch.sub(torch_value, expected, out=work).abs_()
         largest = float(error.max())

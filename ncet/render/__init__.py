@@ -5,12 +5,15 @@ HTML tables, shared by the report, the command line and the notebook views
 The notebook views (`ncet.widgets`) use only `ncet`'s public names and these. matplotlib is
 imported only when a figure is drawn, so importing this package is cheap.
 
-Modules: `html` (the report page), `plots` (every figure, one style), `tables` (escaping,
-cells, status pills, tables of records), `css` (the stylesheets), `facts` (what a table
+Modules: `html` (the report page), `plots` (the figures' style, the per-node error and scatter
+figures), `ratios` (the output error/bound histogram, the sensitivity figure), `tables`
+(escaping, cells, status pills, tables of records), `css` (the stylesheets), `facts` (what a table
 shows about a record beyond its fields), `export_section` (the report's ONNX export section).
 """
 
+from ..exactness.report_view import ratio_text
 from .css import REPORT_CSS, VIEW_STYLE
+from .exactness_section import node_verdict, output_verdict
 from .facts import node_constants, quote_source, reason_summary
 from .html import render_report, verdict
 from .plots import (
@@ -21,10 +24,10 @@ from .plots import (
     matplotlib_available,
     new_figure,
     op_colors,
-    output_error_figure,
     scatter_figure,
     styled,
 )
+from .ratios import output_error_figure, sensitivity_figure
 from .tables import (
     Column,
     cell,
@@ -46,8 +49,9 @@ from .tables import (
 __all__ = [
     "COLORS", "Column", "REPORT_CSS", "VIEW_STYLE", "cell", "code_cell", "escape",
     "exactness_figure", "facts_html", "figure_png", "figure_svg", "header_html",
-    "matplotlib_available", "new_figure", "node_constants", "number", "number_cells",
-    "op_colors", "output_error_figure", "pill", "quote_source", "reason_summary",
-    "records_html", "render_report", "row_html", "rows_html", "scatter_figure", "sentence",
-    "styled", "table_html", "text_cell", "verdict",
+    "matplotlib_available", "new_figure", "node_constants", "node_verdict", "number",
+    "number_cells", "op_colors", "output_error_figure", "output_verdict", "pill",
+    "quote_source", "ratio_text", "reason_summary", "records_html", "render_report",
+    "row_html", "rows_html", "scatter_figure", "sensitivity_figure", "sentence", "styled",
+    "table_html", "text_cell", "verdict",
 ]

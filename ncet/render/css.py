@@ -1,10 +1,95 @@
-"""The styling of the rendered HTML: the report page's stylesheet and the compact one the
-notebook views embed in each static form."""
+"""The styling of the rendered HTML: one table style (status pills, tinted problem rows,
+right-aligned numbers, cells that never wrap, compact rows, a scrolling container with a
+sticky header), shared by the report page and the notebook views, in theme-aware colours.
+
+The rules are written once, in `TABLE_RULES`, and scoped twice: unscoped in the report's
+`REPORT_CSS`, under `.ncet-static` / `.ncet-view` in the views' `VIEW_CSS`. Colours are CSS
+variables (`--ncet-*`) that follow JupyterLab's theme variables (`--jp-layout-color1`,
+`--jp-ui-font-color1`, ...) and fall back to the report's light palette where those are
+not defined (the standalone report, nbviewer); inside JupyterLab the tints are mixed from
+the theme's own colours, so a dark theme gets dark tints.
+"""
+
+from __future__ import annotations
+
+PALETTE = """--ncet-ink: var(--jp-ui-font-color1, #1f2937);
+  --ncet-muted: var(--jp-ui-font-color2, #64748b);
+  --ncet-bg: var(--jp-layout-color1, #fff); --ncet-soft: var(--jp-layout-color2, #f8fafc);
+  --ncet-line: var(--jp-border-color2, #e2e8f0);
+  --ncet-ok: var(--jp-success-color1, #15803d); --ncet-ok-bg: #dcfce7;
+  --ncet-bad: var(--jp-error-color1, #b91c1c); --ncet-bad-bg: #fee2e2;
+  --ncet-bad-tint: #fff5f5; --ncet-selected: #dbeafe;
+  --ncet-warn: var(--jp-warn-color1, #b45309); --ncet-warn-bg: #fef3c7;
+  --ncet-warn-tint: #fffbeb;
+  --ncet-info: var(--jp-brand-color1, #1d4ed8); --ncet-info-bg: #dbeafe;
+  --ncet-mono: var(--jp-code-font-family, "DejaVu Sans Mono", ui-monospace, Menlo, Consolas,
+    monospace);"""
+"""The colour variables with their fallbacks: the report's light palette."""
+
+THEMED = """--ncet-ok-bg: color-mix(in srgb, var(--ncet-ok) 18%, transparent);
+  --ncet-bad-bg: color-mix(in srgb, var(--ncet-bad) 18%, transparent);
+  --ncet-bad-tint: color-mix(in srgb, var(--ncet-bad) 9%, transparent);
+  --ncet-warn-bg: color-mix(in srgb, var(--ncet-warn) 18%, transparent);
+  --ncet-warn-tint: color-mix(in srgb, var(--ncet-warn) 9%, transparent);
+  --ncet-info-bg: color-mix(in srgb, var(--ncet-info) 18%, transparent);
+  --ncet-selected: color-mix(in srgb, var(--ncet-info) 22%, transparent);"""
+"""The tints inside JupyterLab (`body[data-jp-theme-name]`): mixed from the theme's colours."""
+
+TABLE_RULES: tuple[tuple[str, str], ...] = (
+    ("table", "border-collapse: collapse; font-size: 12.5px; line-height: 16px; "
+              "color: var(--ncet-ink)"),
+    ("th, td", "text-align: left; padding: 2px 8px; border-bottom: 1px solid var(--ncet-line); "
+               "vertical-align: top"),
+    ("th", "background: var(--ncet-soft); position: sticky; top: 0; z-index: 1; "
+           "font-weight: 600; white-space: nowrap"),
+    ("td.num, th.num", "text-align: right; font-variant-numeric: tabular-nums; "
+                       "white-space: nowrap"),
+    ("td.mono, td.nowrap, td.shape", "white-space: nowrap"),
+    ("td.mono, td code", "font-family: var(--ncet-mono)"),
+    ("tr.problem td, tr.violated td", "background: var(--ncet-bad-tint)"),
+    ("tr.root-cause td:first-child", "box-shadow: inset 3px 0 0 var(--ncet-bad)"),
+    ("tr.not-certified td, tr.vacuous td", "background: var(--ncet-warn-tint)"),
+    ("tr.ncet-selected td", "background: var(--ncet-selected)"),
+    ("th.ncet-sort", "cursor: pointer; user-select: none"),
+    ("th.ncet-sort:hover", "color: var(--ncet-info)"),
+    ("th[aria-sort=ascending]::after", 'content: " \\25B2"; font-size: 9px'),
+    ("th[aria-sort=descending]::after", 'content: " \\25BC"; font-size: 9px'),
+    (".ncet-clickable tbody tr[data-node]", "cursor: pointer"),
+    (".ncet-clickable tbody tr[data-node]:hover td", "background: var(--ncet-soft)"),
+    (".pill", "display: inline-block; border-radius: 999px; padding: 0 8px; font-size: 11.5px; "
+              "line-height: 16px; font-weight: 600; white-space: nowrap"),
+    (".pill.mapped", "background: var(--ncet-ok-bg); color: var(--ncet-ok)"),
+    (".pill.lifted", "background: var(--ncet-info-bg); color: var(--ncet-info)"),
+    (".pill.unsupported", "background: var(--ncet-bad-bg); color: var(--ncet-bad)"),
+    (".pill.boundary", "background: var(--ncet-warn-bg); color: var(--ncet-warn)"),
+    (".pill.skipped", "background: var(--ncet-line); color: var(--ncet-muted)"),
+    (".ncet-scroll", "max-height: 480px; overflow: auto"),
+    (".ncet-empty", "color: var(--ncet-muted); font-style: italic; margin: 6px 0"),
+    (".ncet-count", "color: var(--ncet-muted); white-space: nowrap"),
+    (".hint", "color: var(--ncet-ok)"),
+)
+"""The one table style, as (selector, declarations): the report's and the views' tables."""
+
+
+def table_css(scope: str = "") -> str:
+    """`TABLE_RULES` as CSS text, every selector prefixed by `scope` (none when empty).
+
+    Example:
+        >>> table_css(".ncet-view")  # '.ncet-view table { ... } ...'
+    """
+    rules = []
+    for selectors, declarations in TABLE_RULES:
+        scoped = ", ".join(f"{scope} {s.strip()}" if scope else s.strip()
+                           for s in selectors.split(","))
+        rules.append(f"{scoped} {{ {declarations}; }}")
+    return "\n".join(rules) + "\n"
+
 
 REPORT_CSS = """
 :root { --ink: #1f2937; --muted: #64748b; --line: #e2e8f0; --soft: #f8fafc;
   --ok: #15803d; --ok-bg: #dcfce7; --bad: #b91c1c; --bad-bg: #fee2e2;
-  --warn: #b45309; --warn-bg: #fef3c7; --info: #1d4ed8; --info-bg: #dbeafe; }
+  --warn: #b45309; --warn-bg: #fef3c7; --info: #1d4ed8; --info-bg: #dbeafe;
+  """ + PALETTE + """ }
 * { box-sizing: border-box; }
 body { margin: 0; color: var(--ink); background: #fff; line-height: 1.45;
   font: 14px/1.45 "DejaVu Sans", system-ui, -apple-system, "Segoe UI", sans-serif; }
@@ -32,26 +117,13 @@ code, .mono { font-family: "DejaVu Sans Mono", ui-monospace, Menlo, Consolas, mo
 .tile span { color: var(--muted); font-size: 12px; }
 nav { font-size: 13px; color: var(--muted); }
 nav a { color: var(--info); margin-right: 14px; text-decoration: none; }
-table { border-collapse: collapse; width: 100%; margin: 6px 0 12px; font-size: 12.5px; }
-th, td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line);
-  vertical-align: top; }
-th { background: var(--soft); position: sticky; top: 0; font-weight: 600; }
-td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-tr.problem td { background: #fff5f5; }
-tr.violated td { background: #fff5f5; }
-.pill { display: inline-block; border-radius: 999px; padding: 0 8px; font-size: 11.5px;
-  font-weight: 600; white-space: nowrap; }
-.pill.mapped { background: var(--ok-bg); color: var(--ok); }
-.pill.lifted { background: var(--info-bg); color: var(--info); }
-.pill.unsupported { background: var(--bad-bg); color: var(--bad); }
-.pill.boundary { background: var(--warn-bg); color: var(--warn); }
-.pill.skipped { background: var(--line); color: var(--muted); }
+table { width: 100%; margin: 6px 0 12px; }
+""" + table_css() + """
 .reason { border: 1px solid var(--line); border-left: 4px solid var(--bad);
   border-radius: 6px; padding: 4px 14px 6px; margin: 12px 0; }
 .reason.boundary { border-left-color: var(--warn); }
 .reason h3 { margin: 8px 0 2px; }
 .reason p { margin: 0 0 6px; color: var(--muted); }
-.hint { color: var(--ok); }
 .note { color: var(--muted); font-size: 13px; }
 figure { margin: 8px 0 16px; }
 figure svg { width: 100%; height: auto; }
@@ -63,16 +135,20 @@ table.compact { width: auto; min-width: 50%; }
 .finding { font-weight: 600; margin: 8px 0 4px; }
 .wide { overflow-x: auto; }
 """
-"""The report page's stylesheet: colours, tiles, tables, status pills and reason boxes."""
+"""The report page's stylesheet: colours, tiles, the shared table style (`TABLE_RULES`),
+reason boxes."""
 
-VIEW_STYLE = (
-    "<style>"
-    ".ncet-static table{border-collapse:collapse;font-size:12px}"
-    ".ncet-static th,.ncet-static td{border-bottom:1px solid #e2e8f0;padding:2px 6px;"
-    "text-align:left;vertical-align:top}"
-    ".ncet-static tr.problem td{background:#fef2f2}"
-    ".ncet-static code{font-size:11px}"
-    ".ncet-static .hint{color:#166534}"
-    "</style>")
-"""A `<style>` element for the notebook views' static forms (rules scoped to `.ncet-static`):
-compact tables, problem rows, hints."""
+VIEW_SCOPE = ":is(.ncet-static, .ncet-view)"
+"""The elements the views' rules apply in: static forms and live views."""
+
+VIEW_CSS = (f"{VIEW_SCOPE} {{ {PALETTE} }}\n"
+            f"body[data-jp-theme-name] {VIEW_SCOPE} {{ {THEMED} }}\n"
+            + table_css(VIEW_SCOPE)
+            + f"{VIEW_SCOPE} table {{ font-size: 12px; margin: 4px 0; }}\n"
+            f"{VIEW_SCOPE} :is(td.mono, code) {{ font-size: 11.5px; }}\n"
+            + f"{VIEW_SCOPE} .jupyter-widget-html-content {{ line-height: 18px; }}\n")
+"""The views' stylesheet: the palette and `TABLE_RULES` under `.ncet-static` / `.ncet-view`
+(widgets' HTML content gets compact lines: ipywidgets sets 28 px)."""
+
+VIEW_STYLE = f"<style>{VIEW_CSS}</style>"
+"""A `<style>` element holding `VIEW_CSS`, embedded in each static form of the views."""

@@ -1,7 +1,7 @@
 """The HTML report: one self-contained page (inline CSS and SVG, no scripts, nothing fetched)
 with the mapping table, the support-boundary reasons, the exactness results, the arithmetic
 model and, when asked, the ONNX export (`export_section`); its tables are declared as columns
-(`tables.Column`), its figure is `plots.exactness_figure`."""
+(`tables.Column`); the exactness section is `exactness_section`'s."""
 
 from __future__ import annotations
 
@@ -10,18 +10,17 @@ from collections.abc import Sequence
 import torch
 
 from ..errors import REASONS
-from ..exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
+from ..exactness.report import ExactnessReport
+from ..exactness.report_view import names_text, ratio_text
 from ..frontend.report import STATUSES, ConversionReport, Row
-from . import plots
 from .css import REPORT_CSS
+from .exactness_section import exactness_section
 from .export_section import ExportFacts, export_html
 from .facts import quote_source
 from .tables import (
     Column,
     cell,
     escape,
-    number,
-    number_cells,
     pill,
     records_html,
     sentence,
@@ -50,7 +49,9 @@ def _verdict(conversion: ConversionReport, exactness: ExactnessReport | None
         return "ok", "converts (exactness not checked)"
     first = exactness.first_violation
     if first is not None:
-        return "bad", f"converts, but VIOLATION at node {first.name!r} ({first.op_type})"
+        roots = [e.name for e in exactness.root_causes]  # the first violation is one
+        return "bad", (f"converts, but VIOLATION at node {first.name!r} ({first.op_type})"
+                       + (f"; root causes {names_text(roots)}" if len(roots) > 1 else ""))
     if exactness.traced_differs:
         return "bad", ("converts, but VIOLATION at an output: the model's eager output is not "
                        "its traced graph's")
@@ -62,7 +63,13 @@ def _verdict(conversion: ConversionReport, exactness: ExactnessReport | None
     if exactness.unchecked:
         return "warn", (f"converts; NOT CERTIFIED: {len(exactness.unchecked)} node(s) or "
                         "output(s) could not be checked")
-    return "ok", f"converts; exact within the certified bounds on {exactness.samples} samples"
+    done = f"converts; exact within the certified bounds on {exactness.samples} samples"
+    vacuous = exactness.vacuous_outputs
+    if vacuous:
+        return "warn", (f"{done}, but the end-to-end bound is vacuous at output(s) "
+                        f"{names_text(o.name for o in vacuous)} (bound >= max |value|: "
+                        "only the node-local checks certify anything there)")
+    return "ok", done
 
 
 def render_report(conversion: ConversionReport, exactness: ExactnessReport | None = None, *,
@@ -88,7 +95,7 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
         >>> page = render_report(ncet.diagnose(model, (16,)), title="mlp")
     """
     level, headline = verdict(conversion, exactness, export)
-    sections = [_boundary(conversion), _exactness(exactness)]
+    sections = [_boundary(conversion), exactness_section(exactness)]
     if exactness is not None:
         sections.append(_arithmetic(exactness))
     if export is not None:
@@ -130,12 +137,13 @@ def _tiles(conversion: ConversionReport, exactness: ExactnessReport | None) -> s
         tiles += [("GraphIR nodes", len(conversion.graph.nodes)),
                   ("constants", len(conversion.graph.constants))]
     if exactness is not None:
-        worst = max((max(e.local_ratio, e.e2e_ratio) for e in exactness.entries), default=0.0)
         tiles += [("samples checked", exactness.samples),
-                  ("violations", sum(e.violated for e in exactness.entries)),
-                  ("worst ratio",
-                   "< 1" if number(worst) == "1" and worst < 1 else number(worst))]
-    alarming = {"problems", "violations"}
+                  ("root causes", len(exactness.root_causes)),
+                  ("not certified", len(exactness.not_certified)),
+                  ("worst ratio", ratio_text(exactness.worst_ratio))]  # as in the finding
+        if exactness.vacuous_outputs:
+            tiles.append(("vacuous output bounds", len(exactness.vacuous_outputs)))
+    alarming = {"problems", "root causes", "not certified", "vacuous output bounds"}
     items = "".join(
         f'<li class="tile{" bad" if k in alarming and v else ""}"><b>{escape(str(v))}</b>'
         f"<span>{escape(k)}</span></li>" for k, v in tiles)
@@ -181,43 +189,6 @@ MAPPING_COLUMNS = (
 )
 """The mapping table: one (position, Row) per FX node."""
 
-OUTPUT_COLUMNS = (
-    Column("output", lambda o: _mono(o.name)),
-    Column("max |model(x) - reference|", lambda o: number_cells(o.max_error), numeric=True),
-    Column("bound", lambda o: number_cells(o.bound), numeric=True),
-    Column("ratio", lambda o: number_cells(o.ratio), numeric=True),
-    Column("violations", lambda o: cell(str(o.violations), "num"), numeric=True),
-)
-"""The outputs table: one OutputEntry per model output."""
-
-TIGHTNESS_COLUMNS = (
-    Column("op_type", lambda t: text_cell(t[0])),
-    Column("median observed / bound", lambda t: number_cells(t[1][0]), numeric=True),
-    Column("worst observed / bound", lambda t: number_cells(t[1][1]), numeric=True),
-)
-"""The tightness table: one (op_type, (median ratio, worst ratio)) per op_type."""
-
-
-def _note(e: ExactnessEntry) -> str:
-    return text_cell(e.note if e.checked else "NOT CHECKED: " + e.note)
-
-
-NODE_COLUMNS = (
-    Column("node", lambda e: _mono(e.name)),
-    Column("op_type", lambda e: text_cell(e.op_type)),
-    Column("source", lambda e: _mono(quote_source(e.location, e.source_text))),
-    *(Column(title, lambda e, f=field: number_cells(getattr(e, f)), numeric=True)
-      for title, field in (("local max err", "local_max_error"), ("local bound", "local_bound"),
-                           ("local ratio", "local_ratio"), ("ulps", "local_ulps"),
-                           ("sensitivity", "sensitivity"), ("suspicion", "suspicion"),
-                           ("e2e max err", "e2e_max_error"), ("e2e bound", "e2e_bound"),
-                           ("e2e ratio", "e2e_ratio"))),
-    Column("violations", lambda e: cell(str(e.local_violations + e.e2e_violations), "num"),
-           numeric=True),
-    Column("note", _note),
-)
-"""The per-node exactness table: one ExactnessEntry per IR node."""
-
 FLAG_COLUMNS = (Column("flag", lambda f: _mono(f[0])), Column("value", lambda f: _mono(f[1])))
 """The precision flags table: one (flag, value) per flag."""
 
@@ -228,11 +199,6 @@ def _table(records, columns, cls: str = "", row_class=None) -> str:
 
 def _problem(pair: tuple[int, Row]) -> str:
     return "problem" if pair[1].status in ("unsupported", "boundary") else ""
-
-
-def _violated(record: ExactnessEntry | OutputEntry) -> str:
-    violated = record.violated if isinstance(record, ExactnessEntry) else record.violations
-    return "violated" if violated else ""
 
 
 def _boundary(conversion: ConversionReport) -> str:
@@ -263,62 +229,6 @@ def _mapping(conversion: ConversionReport) -> str:
     return ('<section id="mapping">\n<h2>Mapping table</h2>\n'
             f"<p>{escape(conversion.summary())}. One row per FX node, in graph order.</p>\n"
             f'<div class="wide">{table}</div>\n</section>')
-
-
-def _exactness(exactness: ExactnessReport | None) -> str:
-    head = '<section id="exactness">\n<h2>Exactness</h2>\n'
-    if exactness is None:
-        return head + ("<p class=\"note\">Not checked: the model does not convert, so there "
-                       "is no GraphIR to hold to the certified bounds. Fix the problems "
-                       "above, then run the report again.</p>\n</section>")
-    finding = exactness.summary().splitlines()[0]  # the verdict, with the first violation
-    parts = [head, f'<p class="finding">{escape(finding)}</p>\n',
-             f'<p class="note">Inputs: {escape(exactness.inputs)}.'
-             + (" The traced graph's outputs are not bit-identical to the eager model's."
-                if exactness.traced_differs else "") + "</p>\n",
-             _plot(exactness), _outputs(exactness), _tightness(exactness), _nodes(exactness)]
-    return "".join(parts) + "</section>"
-
-
-def _plot(exactness: ExactnessReport) -> str:
-    if not plots.matplotlib_available():
-        return ('<p class="note">No plots: matplotlib is not installed '
-                "(<code>pip install 'ncet[report]'</code>). The tables below hold the same "
-                "numbers.</p>\n")
-    if not exactness.entries:
-        return ""
-    svg = plots.figure_svg(plots.exactness_figure(exactness), "ncet-errors", fit=True)
-    return ("<figure>" + svg + "<figcaption>Per IR node, in "
-            "topological order. At each node the element whose observed error is closest to "
-            "its bound is shown: the bar is its certified bound, the dot the observed error "
-            "there, so a dot above its bar is a violation (a red cross). Zeros sit on the "
-            "shaded band at the bottom. The largest error over all elements is in the table "
-            "below.</figcaption></figure>\n")
-
-
-def _outputs(exactness: ExactnessReport) -> str:
-    return ("<h3>Outputs: the eager model against the reference graph</h3>\n"
-            + _table(exactness.outputs, OUTPUT_COLUMNS, "compact", _violated))
-
-
-def _tightness(exactness: ExactnessReport) -> str:
-    tight = exactness.tightness()
-    if not tight:
-        return ""
-    return ("<h3>How tight the node-local bounds are, per op_type</h3>\n"
-            + _table(sorted(tight.items()), TIGHTNESS_COLUMNS, "compact"))
-
-
-def _nodes(exactness: ExactnessReport) -> str:
-    return ("<h3>Per node</h3>\n<p class=\"note\">max err: the largest |torch - reference| "
-            "over all elements; bound and ratio: at the element where observed / bound is "
-            "largest; ulps: that error in units in the last place of PyTorch's value; "
-            "sensitivity: bound / |value| there, the smallest relative change of the value "
-            "the check would have flagged (a fault below it can pass); suspicion: the "
-            "node-local ratio against Higham &amp; Mary's probabilistic bound, a second tier "
-            "that never changes the verdict (above 1: suspicious).</p>\n"
-            f'<div class="wide">{_table(exactness.entries, NODE_COLUMNS, "", _violated)}'
-            "</div>\n")
 
 
 def _arithmetic(exactness: ExactnessReport) -> str:

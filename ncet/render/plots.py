@@ -1,11 +1,15 @@
 """The figures of an exactness check, drawn one way for the HTML report, the command line and
-the notebook views: observed error against the certified bound node by node (three panels),
-the output error histogram, and PyTorch against the float64 reference at one node.
+the notebook views: observed error against the certified bound node by node (three panels)
+and PyTorch against the float64 reference at one node (the output error/bound histogram and
+the per-node sensitivity figure are in `ratios`).
 
 One style (`RC`, `COLORS`), one tick limit, one overflow ceiling, one canvas and one SVG/PNG
-export. matplotlib is optional (the `report` and `widgets` extras) and imported only when a
-figure is drawn; each figure has an Agg canvas of its own, so pyplot and the global backend
-are never touched.
+export. Figures follow the page's theme: transparent backgrounds, and text, axes and the
+observed errors in `INK`, which the SVG form writes as `currentColor` (the colour of the
+surrounding text, light or dark) and the PNG form keeps (a grey readable on both).
+matplotlib is optional (the `report` and `widgets` extras) and imported only when a figure
+is drawn; each figure has an Agg canvas of its own, so pyplot and the global backend are
+never touched.
 """
 
 from __future__ import annotations
@@ -30,14 +34,25 @@ ceiling."""
 MAX_BARS = 400
 """Up to this many bound bars are drawn with edges; beyond, without."""
 
-COLORS = {"bound": "#9db4d8", "bound_edge": "#3b5b92", "error": "#1f2937",
-          "violation": "#c62828", "local": "#2563eb", "e2e": "#d97706", "zero": "#f1f5f9",
-          "diagonal": "#94a3b8", "alarm": "#fee2e2", "grid": "#e2e8f0", "muted": "#64748b"}
-"""The one colour scheme of every figure."""
+INK = "#5f6b7a"
+"""The colour of text, axes and observed errors; `figure_svg` writes it as `currentColor`
+(so no data colour may be this one)."""
+
+COLORS = {"bound": "#9db4d8", "bound_edge": "#3b5b92", "error": INK,
+          "violation": "#dc2626", "local": "#2563eb", "e2e": "#d97706", "zero": "#94a3b833",
+          "diagonal": "#94a3b8", "alarm": "#ef44441f", "grid": "#94a3b859", "muted": "#64748b",
+          "vacuous": "#f59e0b26"}
+"""The one colour scheme of every figure: mid-tone colours and translucent bands, which
+read on light and dark backgrounds."""
 
 RC = {"svg.fonttype": "none", "font.family": ["DejaVu Sans", "sans-serif"],
-      "font.size": 9, "axes.spines.top": False, "axes.spines.right": False}
-"""matplotlib settings for every figure: text stays text in the SVG, in the page's font."""
+      "font.size": 9, "axes.spines.top": False, "axes.spines.right": False,
+      "figure.facecolor": "none", "axes.facecolor": "none", "savefig.facecolor": "none",
+      "savefig.transparent": True, "legend.frameon": False,
+      **{key: INK for key in ("text.color", "axes.edgecolor", "axes.labelcolor",
+                              "xtick.color", "ytick.color")}}
+"""matplotlib settings for every figure: text stays text in the SVG, in the page's font;
+transparent backgrounds; text and axes in `INK`."""
 
 CHECKS = {"local": ("node-local", "node-local: each node re-evaluated on PyTorch's own inputs "
                                   "(one rounding step)"),
@@ -96,7 +111,7 @@ def figure_svg(figure, salt: str = "ncet", fit: bool = False) -> str:
     buffer = io.StringIO()
     with rc_context({**RC, "svg.hashsalt": salt}):
         figure.savefig(buffer, format="svg", metadata={"Date": None})
-    text = buffer.getvalue()
+    text = buffer.getvalue().replace(INK, "currentColor")  # the page's text colour
     svg = text[text.index("<svg"):]
     if fit:
         return re.sub(r'<svg([^>]*?) width="[^"]*" height="[^"]*"', r'<svg\1', svg, count=1)
@@ -105,8 +120,11 @@ def figure_svg(figure, salt: str = "ncet", fit: bool = False) -> str:
 
 def figure_png(figure, dpi: int = 90) -> str:
     """The figure as an `<img>` with an inline PNG (smaller than SVG for large plots)."""
+    from matplotlib import rc_context
+
     buffer = io.BytesIO()
-    figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
+    with rc_context(RC):  # transparent, as the SVG form
+        figure.savefig(buffer, format="png", dpi=dpi, metadata={"Software": None})
     data = base64.b64encode(buffer.getvalue()).decode("ascii")
     return f'<img style="max-width:100%" src="data:image/png;base64,{data}"/>'
 
@@ -294,58 +312,6 @@ def _node_axis(axis, entries) -> None:
                 label.set_color(COLORS["violation"])
                 label.set_fontweight("bold")
     axis.set_xlabel("IR nodes in topological order")
-
-
-@styled
-def output_error_figure(report: ExactnessReport, width: float = 6.5, height: float = 3.4):
-    """Histogram of |eager output - float64 reference| over sampled output elements, on
-    log-spaced bins, with each output's certified bound marked; exact elements counted.
-
-    Returns:
-        A matplotlib Figure (it says so when the report kept no samples).
-    """
-    import numpy as np
-
-    figure, axes = new_figure(width, height)
-    axis = axes[0][0]
-    errors = output_errors(report)
-    if errors is None or errors.size == 0:
-        axis.text(0.5, 0.5, "no output samples in this report", ha="center", va="center",
-                  transform=axis.transAxes)
-        axis.set_axis_off()
-        return figure
-    finite = errors[np.isfinite(errors)]
-    positive = finite[finite > 0]
-    exact = int((finite == 0).sum())
-    bounds = [o.bound for o in report.outputs if o.bound > 0 and math.isfinite(o.bound)]
-    if positive.size:
-        lo = math.floor(math.log10(positive.min()))
-        hi = math.ceil(math.log10(max([positive.max(), *bounds])))
-        bins = np.logspace(lo, max(hi, lo + 1), 4 * max(hi - lo, 1) + 1)
-        axis.hist(positive, bins=bins, color=COLORS["bound_edge"], alpha=0.85,
-                  label="sampled output elements")
-        axis.set_xscale("log")
-    for output in report.outputs:
-        if output.bound > 0 and math.isfinite(output.bound):
-            axis.axvline(output.bound, color=COLORS["violation"], linestyle="--", linewidth=1,
-                         label=f"bound at the tightest element of {output.name!r}")
-    axis.set_xlabel("|eager output - float64 reference|")
-    axis.set_ylabel("elements")
-    axis.set_title(f"Output errors: {errors.size} sampled elements, {exact} exact, "
-                   f"largest {finite.max():.3g}" if finite.size else "Output errors",
-                   loc="left", fontsize=10)
-    if positive.size or bounds:
-        axis.legend(fontsize=7, frameon=False)
-    return figure
-
-
-def output_errors(report: ExactnessReport):
-    """The sampled output errors as a float64 numpy array, or None when the report kept no
-    output samples."""
-    try:
-        return report.output_error_sample().numpy()
-    except KeyError:
-        return None
 
 
 def value_sample(report: ExactnessReport, node_name: str):

@@ -2,8 +2,10 @@
 table from its columns, shared by the HTML report and the notebook views.
 
 A table is declared as a tuple of `Column`s (its header and how a record fills its cell), so
-the report's tables and the views' tables differ only in their declarations: the report's
-cells carry the page's classes (`mono`, `num`), the views' cells wrap code in `<code>`.
+the report's tables and the views' tables differ only in their declarations. Both use the
+same cell classes, styled once by `ncet.render.css.TABLE_RULES`: `num` (right-aligned,
+tabular, never wrapped), `mono` (code, never wrapped: names, spellings, shapes), `pill`
+(a status), and the row classes `problem` / `violated` (tinted) and `ncet-selected`.
 """
 
 from __future__ import annotations
@@ -47,6 +49,17 @@ def text_cell(value: Any, cls: str = "") -> str:
     return cell(escape(value), cls)
 
 
+def mono_cell(value: Any) -> str:
+    """A `<td class="mono">` of escaped text: code that never wraps (names, spellings)."""
+    return cell(escape(value), "mono")
+
+
+def shape_cell(shape: Sequence[int] | str | None) -> str:
+    """A `<td class="mono shape">` of a shape, `[16, 16, 16]` on one line ("-" for none)."""
+    text = shape if isinstance(shape, str) else "" if shape is None else str(list(shape))
+    return cell(escape(text or "-"), "mono shape")
+
+
 def code_cell(value: Any) -> str:
     """A `<td>` of escaped text set as code (`<td><code>...</code></td>`)."""
     return f"<td><code>{escape(value)}</code></td>"
@@ -65,23 +78,42 @@ class Column:
         title: The header text (escaped when rendered).
         cell: Renders one record's `<td>` (use `cell`, `text_cell`, `code_cell`, ...).
         numeric: Right-align the header as the report does its numbers (class "num").
+        key: The name a sortable table sorts this column by ("" for a column that does
+            not sort); its header then carries `data-sort` and class "ncet-sort".
     """
 
     title: str
     cell: Callable[[Any], str]
     numeric: bool = False
+    key: str = ""
 
 
-def header_html(columns: Sequence[Column | str], numeric: Iterable[int] = ()) -> str:
+def header_html(columns: Sequence[Column | str], numeric: Iterable[int] = (),
+                sort: tuple[str, bool] | None = None) -> str:
     """The `<th>` cells of a header: a Column's own `numeric`, or the positions in
-    `numeric` for plain titles, get class "num"."""
+    `numeric` for plain titles, get class "num".
+
+    Args:
+        columns: The columns, or plain titles.
+        numeric: Positions of the plain titles to right-align.
+        sort: (key, ascending) of the column the rows are sorted by, or None for a table
+            that does not sort. When given, each Column with a `key` gets
+            `data-sort="key"`, class "ncet-sort", and `aria-sort` when it is the sorted one.
+    """
     right = set(numeric)
     cells = []
     for i, column in enumerate(columns):
         title, is_numeric = (column.title, column.numeric) if isinstance(column, Column) \
             else (column, i in right)
-        cells.append(f'<th class="num">{escape(title)}</th>' if is_numeric
-                     else f"<th>{escape(title)}</th>")
+        key = column.key if isinstance(column, Column) and sort is not None else ""
+        classes = " ".join(c for c in ("num" if is_numeric else "", "ncet-sort" if key else "")
+                           if c)
+        attributes = f' class="{classes}"' if classes else ""
+        if key:
+            attributes += f' data-sort="{escape(key)}"'
+            if key == sort[0]:
+                attributes += f' aria-sort="{"ascending" if sort[1] else "descending"}"'
+        cells.append(f"<th{attributes}>{escape(title)}</th>")
     return "".join(cells)
 
 
@@ -119,15 +151,18 @@ def table_html(head: str, body: str, cls: str = "") -> str:
 
 def records_html(records: Iterable[Any], columns: Sequence[Column], cls: str = "",
                  node: Callable[[Any], str | None] | None = None,
-                 row_class: Callable[[Any], str] | None = None) -> str:
-    """A whole table of records: the header of `columns` and one row per record.
+                 row_class: Callable[[Any], str] | None = None,
+                 sort: tuple[str, bool] | None = None) -> str:
+    """A whole table of records: the header of `columns` and one row per record (a
+    sortable header when `sort` is given: see `header_html`).
 
     Example:
         >>> COLUMNS = (Column("output", lambda o: code_cell(o.name)),
         ...            Column("bound", lambda o: number_cells(o.bound), numeric=True))
         >>> records_html(report.outputs, COLUMNS, cls="compact")
     """
-    return table_html(header_html(columns), rows_html(records, columns, node, row_class), cls)
+    return table_html(header_html(columns, sort=sort),
+                      rows_html(records, columns, node, row_class), cls)
 
 
 def facts_html(facts: Iterable[tuple[str, Any]]) -> str:

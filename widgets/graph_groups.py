@@ -1,0 +1,235 @@
+"""The GraphIR's nodes grouped by module path into a tree of collapsible groups, and the graph
+that is drawn for a set of expanded groups (a collapsed group is one box)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import ncet
+
+FANOUT = 40
+"""Most items (nodes and subgroups) one group shows when expanded: a module with more (an
+`nn.Sequential` of 10,000 layers) gets its items split into consecutive blocks of blocks."""
+
+BUDGET = 400
+"""Most boxes the first drawing shows: groups are expanded breadth first while they fit."""
+
+ROOT = ""
+"""The id of the whole model's group (never collapsed)."""
+
+
+@dataclass
+class Group:
+    """One module path (or a block of a long module's items): its direct nodes and subgroups.
+
+    Attributes:
+        id: The module path ("" for the model), or `path[first..last]` for a block.
+        label: What its cluster or box is titled with.
+        module: The module path (a block's is its module's).
+        items: Node names (str) and subgroup ids, in the order they first appear.
+        parent: The enclosing group's id (None for the root).
+        size: Nodes inside, at any depth.
+        ops: op_type -> count of the nodes inside.
+    """
+
+    id: str
+    label: str
+    parent: str | None
+    items: list[str] = field(default_factory=list)
+    module: str = ""
+    size: int = 0
+    ops: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Visible:
+    """What one drawing shows: expanded groups as clusters holding their items, collapsed
+    ones as boxes, and the edges between what is shown (with how many IR edges each stands
+    for)."""
+
+    clusters: tuple[str, ...]
+    boxes: tuple[str, ...]
+    nodes: tuple[str, ...]
+    edges: tuple[tuple[str, str, int], ...]
+
+
+class Groups:
+    """The module-path tree of one GraphIR.
+
+    A node's group is its `source.module_path`; a module that holds one node and no
+    submodule is no group of its own (its node sits in the parent); a group that would show
+    more than `fanout` items has them split into consecutive blocks.
+
+    Attributes:
+        ir: The GraphIR grouped.
+        groups: id -> Group, the root ("") first.
+        owner: node name -> id of the innermost group holding it.
+    """
+
+    def __init__(self, ir: ncet.GraphIR, fanout: int = FANOUT):
+        if fanout < 2:
+            raise ValueError(f"fanout must be at least 2, got {fanout}")
+        self.ir = ir
+        self.fanout = fanout
+        paths: dict[str, list[str]] = {}
+        for node in ir.nodes:
+            paths.setdefault(node.source.module_path, []).append(node.name)
+        # Every ancestor path is a group; a leaf module with a single node is dissolved.
+        children: dict[str, set[str]] = {}
+        for path in paths:
+            parts = path.split(".") if path else []
+            for depth in range(len(parts)):
+                children.setdefault(".".join(parts[:depth]), set()).add(
+                    ".".join(parts[:depth + 1]))
+        kept = {ROOT} | {p for p in set(paths) | set(children)
+                         if p and (len(paths.get(p, ())) > 1 or p in children)}
+        self.groups: dict[str, Group] = {}
+        self.owner: dict[str, str] = {}
+        for path in sorted(kept, key=lambda p: (p.count("."), p) if p else (-1, "")):
+            self.groups[path] = Group(path, path or "model", None if path == ROOT else
+                                      _parent(path, kept), module=path)
+        for node in ir.nodes:  # items in the order they first appear in the graph
+            group = _innermost(node.source.module_path, kept)
+            self.owner[node.name] = group
+            self._add_item(group, node.name)
+            self._count(group, node.op_type)
+        self._dissolve_single_items()
+        for group in list(self.groups.values()):
+            if len(group.items) > fanout:
+                group.items = self._blocks(group, group.items)
+
+    def _add_item(self, group: str, item: str) -> None:
+        """Add `item` to `group`, and `group` to its ancestors' items on its first item."""
+        target = self.groups[group]
+        if not target.items and target.parent is not None:
+            self._add_item(target.parent, group)
+        target.items.append(item)
+
+    def _dissolve_single_items(self) -> None:
+        """A group holding one item only is no group: its item takes its place."""
+        for group in sorted(self.groups.values(), key=lambda g: -g.id.count(".")):
+            if group.parent is None or len(group.items) != 1:
+                continue
+            (item,) = group.items
+            parent = self.groups[group.parent]
+            parent.items[parent.items.index(group.id)] = item
+            if item in self.groups:
+                self.groups[item].parent = parent.id
+            else:
+                self.owner[item] = parent.id
+            del self.groups[group.id]
+
+    def _count(self, group: str | None, op: str) -> None:
+        while group is not None:
+            target = self.groups[group]
+            target.size += 1
+            target.ops[op] = target.ops.get(op, 0) + 1
+            group = target.parent
+
+    def _blocks(self, group: Group, items: list[str]) -> list[str]:
+        """Split `items` into at most `fanout` consecutive blocks (blocks of blocks when
+        needed), each a new Group under `group`; returns the block ids."""
+        size = self.fanout
+        while -(-len(items) // size) > self.fanout:
+            size *= self.fanout
+        blocks = []
+        for start in range(0, len(items), size):
+            chunk = items[start:start + size]
+            first, last = _first_node(self, chunk[0]), _last_node(self, chunk[-1])
+            block = Group(f"{group.module}[{first}..{last}]",
+                          f"{group.module or 'model'} [{first} … {last}]", group.id,
+                          module=group.module)
+            self.groups[block.id] = block
+            for item in chunk:
+                if item in self.groups:
+                    self.groups[item].parent = block.id
+                    inner = self.groups[item]
+                    block.size += inner.size
+                    for op, n in inner.ops.items():
+                        block.ops[op] = block.ops.get(op, 0) + n
+                else:
+                    self.owner[item] = block.id if self.owner[item] == group.id else \
+                        self.owner[item]
+                    op = self.ir.node(item).op_type
+                    block.size += 1
+                    block.ops[op] = block.ops.get(op, 0) + 1
+            block.items = self._blocks(block, chunk) if len(chunk) > self.fanout else chunk
+            blocks.append(block.id)
+        return blocks
+
+    # -- queries ---------------------------------------------------------------------------
+
+    def ancestors(self, name: str) -> list[str]:
+        """The ids of the groups holding node or group `name`, innermost first, root last."""
+        group = self.owner[name] if name in self.owner else self.groups[name].parent
+        chain = []
+        while group is not None:
+            chain.append(group)
+            group = self.groups[group].parent
+        return chain
+
+    def default_expanded(self, budget: int = BUDGET) -> set[str]:
+        """Groups expanded breadth first from the root while the boxes shown stay within
+        `budget` (a graph of up to `budget` nodes is shown whole)."""
+        expanded, shown = {ROOT}, len(self.groups[ROOT].items)
+        queue = [i for i in self.groups[ROOT].items if i in self.groups]
+        while queue:
+            group = self.groups[queue.pop(0)]
+            if shown + len(group.items) - 1 > budget:
+                continue
+            expanded.add(group.id)
+            shown += len(group.items) - 1
+            queue += [i for i in group.items if i in self.groups]
+        return expanded
+
+    def visible(self, expanded: set[str]) -> Visible:
+        """What is drawn when exactly the groups in `expanded` (and the root) are open; a
+        group inside a collapsed one stays hidden whatever `expanded` says."""
+        clusters, boxes, nodes = [], [], []
+        shown: dict[str, str] = {}  # node name -> what stands for it in the drawing
+        stack = [(ROOT, ROOT)]
+        while stack:
+            group, _ = stack.pop()
+            clusters.append(group)
+            for item in self.groups[group].items:
+                if item not in self.groups:
+                    nodes.append(item)
+                    shown[item] = item
+                elif item in expanded:
+                    stack.append((item, group))
+                else:
+                    boxes.append(item)
+        closed = set(boxes)
+        for name in self.owner:
+            if name not in shown:
+                shown[name] = next(g for g in reversed(self.ancestors(name)) if g in closed)
+        edges: dict[tuple[str, str], int] = {}
+        for node in self.ir.nodes:
+            for source in node.inputs:
+                key = (shown[source], shown[node.name])
+                if key[0] != key[1]:
+                    edges[key] = edges.get(key, 0) + 1
+        return Visible(tuple(clusters), tuple(boxes), tuple(nodes),
+                       tuple((a, b, n) for (a, b), n in edges.items()))
+
+
+def _parent(path: str, kept: set[str]) -> str:
+    return _innermost(path.rpartition(".")[0] if "." in path else ROOT, kept)
+
+
+def _innermost(path: str, kept: set[str]) -> str:
+    while path and path not in kept:
+        path = path.rpartition(".")[0]
+    return path
+
+
+def _first_node(groups: Groups, item: str) -> str:
+    while item in groups.groups:
+        item = groups.groups[item].items[0]
+    return item
+
+
+def _last_node(groups: Groups, item: str) -> str:
+    while item in groups.groups:
+        item = groups.groups[item].items[-1]
+    return item

@@ -1,0 +1,207 @@
+"""GraphView: the GraphIR laid out by Graphviz with a cluster per module group, shown in a
+pan-and-zoom canvas (an anywidget) where a click selects a node or opens and closes a group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anywidget
+import ipywidgets as W
+import traitlets
+
+import ncet
+from ncet.render import escape, figure_svg
+
+from .display import StaticFallback
+from .graph import graph_figure
+from .graph_dot import INSTALL_HINT, dot_available, dot_svg, node_facts, to_dot
+from .graph_groups import BUDGET, ROOT, Groups
+
+STATIC_BUDGET = 120
+"""Most boxes the graph's display embeds in a notebook as its static form (an SVG of 400
+boxes is about 500 kB); `to_html()` draws what the view shows."""
+
+CANVAS_CSS = """
+.ncet-graph-canvas { position: relative; border: 1px solid var(--jp-border-color2, #cbd5e1);
+  border-radius: 4px; background: var(--jp-layout-color0, #fff); }
+.ncet-graph-holder { height: 560px; resize: vertical; overflow: hidden; cursor: grab;
+  touch-action: none; user-select: none; }
+.ncet-graph-holder svg { width: 100%; height: 100%; display: block; }
+.ncet-graph-tools { position: absolute; top: 6px; right: 6px; z-index: 1; display: flex;
+  gap: 4px; }
+.ncet-graph-tools button { min-width: 28px; height: 26px; cursor: pointer;
+  border: 1px solid var(--jp-border-color1, #94a3b8); border-radius: 3px;
+  background: var(--jp-layout-color1, #f8fafc); color: var(--jp-ui-font-color1, #111); }
+.ncet-graph-holder g.node { cursor: pointer; }
+.ncet-graph-holder g.edge { pointer-events: none; }
+.ncet-graph-holder g.cluster text { cursor: pointer; fill: var(--jp-ui-font-color2, #475569); }
+.ncet-graph-holder g.node.ncet-selected path, .ncet-graph-holder g.node.ncet-selected polygon
+  { stroke: #f59e0b; stroke-width: 4px; }
+"""
+
+
+class GraphCanvas(anywidget.AnyWidget):
+    """The browser side of GraphView: the SVG, panned and zoomed there; a click on a node
+    sets `selected`, one on a group sends {"event": "toggle", "group": id} to the kernel.
+
+    Attributes:
+        svg: The drawing (Graphviz SVG: node `<g id="n:NAME">`, group `<g id="g:ID">`).
+        selected: The IR node name marked (None for none).
+        focus: The element id the next drawing is centred on ("" to fit the graph).
+    """
+
+    _esm = Path(__file__).with_name("graph_view.js")
+    _css = CANVAS_CSS
+    svg = traitlets.Unicode("").tag(sync=True)
+    selected = traitlets.Unicode(None, allow_none=True).tag(sync=True)
+    focus = traitlets.Unicode("").tag(sync=True)
+
+
+class GraphView(StaticFallback, W.VBox):
+    """The IR as a DAG laid out by Graphviz: module groups as clusters that open and close,
+    op_type colours, each node's shape, constant shapes and key attributes on its box (all
+    attributes in its tooltip); pan by dragging, zoom with the wheel or the buttons.
+
+    A graph of up to `budget` nodes is shown whole; a larger one opens its groups breadth
+    first while they fit (a long `nn.Sequential` is split into blocks of blocks), and
+    selecting a hidden node opens the groups around it.
+
+    Attributes:
+        ir: The GraphIR drawn.
+        groups: Its module-path tree (`graph_groups.Groups`).
+        expanded: The ids of the open groups.
+        selected: The IR node name selected (None for none): set by a click and `select`.
+        canvas: The GraphCanvas (an HTML message instead when Graphviz is missing).
+        info: HTML: how many nodes and groups are shown.
+
+    Example:
+        >>> view = GraphView(ncet.convert(model, (3, 32, 32)))
+        >>> view.select("conv1"); view.selected
+        'conv1'
+    """
+
+    selected = traitlets.Unicode(None, allow_none=True)
+
+    def __init__(self, ir: ncet.GraphIR, budget: int = BUDGET):
+        if budget < 1:
+            raise ValueError(f"budget must be positive, got {budget}")
+        self.ir = ir
+        self.budget = budget
+        self.groups = Groups(ir)
+        self.expanded = self.groups.default_expanded(budget)
+        self.info = W.HTML()
+        self.info.add_class("ncet-graph-info")
+        self.open_all = W.Button(description="open all", layout=W.Layout(width="auto"),
+                                 tooltip="open every group (slow beyond ~2,000 nodes)")
+        self.close_all = W.Button(description="close all", layout=W.Layout(width="auto"))
+        self.open_all.add_class("ncet-graph-open-all")
+        self.close_all.add_class("ncet-graph-close-all")
+        self.open_all.on_click(lambda _: self._set_expanded(set(self.groups.groups)))
+        self.close_all.on_click(lambda _: self._set_expanded({ROOT}))
+        if dot_available():
+            self.canvas = GraphCanvas()
+            self.canvas.on_msg(self._on_message)
+            traitlets.link((self, "selected"), (self.canvas, "selected"))
+        else:
+            self.canvas = W.HTML(f"<p>{escape(INSTALL_HINT)}.</p>" + _figure_html(ir))
+        self.canvas.add_class("ncet-graph-figure")
+        super().__init__([W.HBox([self.close_all, self.open_all, self.info]), self.canvas])
+        self.add_class("ncet-graph-view")
+        self._draw()
+
+    # -- public -----------------------------------------------------------------------------
+
+    def select(self, name: str) -> None:
+        """Select IR node `name`, opening the groups around it if they are closed.
+
+        Raises:
+            KeyError: The IR has no node of that name.
+        """
+        if name not in self.groups.owner:
+            raise KeyError(f"the GraphIR has no node {name!r}")
+        closed = [g for g in self.groups.ancestors(name) if g not in self.expanded]
+        if closed:
+            self._set_expanded(self.expanded | set(closed), focus="n:" + name)
+        self.selected = name
+
+    def node_data(self, name: str) -> dict:
+        """What node `name`'s box and tooltip show: name, op_type, shape, dtype, constants
+        (attribute -> (constant name, shape, dtype)), other attributes, module path, source.
+
+        Raises:
+            KeyError: The IR has no node of that name.
+        """
+        return node_facts(self.ir, self.ir.node(name))
+
+    def toggle(self, group: str) -> None:
+        """Open a closed group, or close an open one (and everything inside it)."""
+        if group not in self.groups.groups:
+            raise KeyError(f"no module group {group!r}")
+        if group == ROOT:
+            return
+        if group in self.expanded:
+            inside = {g for g in self.expanded if group in self.groups.ancestors(g) or
+                      g == group}
+            self._set_expanded(self.expanded - inside, focus="g:" + group)
+        else:
+            self._set_expanded(self.expanded | {group}, focus="g:" + group)
+
+    def dot(self) -> str:
+        """The DOT text of what the view shows."""
+        return to_dot(self.groups, self.expanded)
+
+    def to_html(self) -> str:
+        """The static form: the drawing of what the view shows, as inline SVG."""
+        return graph_view_html(self.ir, self.expanded, self.groups)
+
+    # -- internals --------------------------------------------------------------------------
+
+    def _static_html(self) -> str:
+        shown = self.groups.visible(self.expanded)
+        if len(shown.nodes) + len(shown.boxes) <= STATIC_BUDGET:
+            return self.to_html()
+        return graph_view_html(self.ir, self.groups.default_expanded(STATIC_BUDGET),
+                               self.groups)
+
+    def _on_message(self, _widget, content, _buffers) -> None:
+        if content.get("event") == "toggle" and content.get("group") in self.groups.groups:
+            self.toggle(content["group"])
+
+    def _set_expanded(self, expanded: set[str], focus: str = "") -> None:
+        self.expanded = expanded | {ROOT}
+        self._draw(focus)
+
+    def _draw(self, focus: str = "") -> None:
+        shown = self.groups.visible(self.expanded)
+        closed = len(shown.boxes)
+        self.info.value = (f"{len(self.ir.nodes)} nodes in {len(self.groups.groups) - 1} "
+                           f"module groups; showing {len(shown.nodes)} nodes"
+                           + (f" and {closed} closed groups" if closed else "")
+                           + ". Drag to pan, wheel to zoom; click a node to select it, a "
+                           "closed group to open it, an open group's title to close it.")
+        if isinstance(self.canvas, GraphCanvas):
+            with self.canvas.hold_sync():
+                self.canvas.focus = focus
+                self.canvas.svg = dot_svg(self.dot())
+
+
+def graph_view_html(ir: ncet.GraphIR, expanded: set[str] | None = None,
+                    groups: Groups | None = None) -> str:
+    """The graph view's static form: the Graphviz drawing with the groups in `expanded`
+    open (default: as a new GraphView opens them, within `STATIC_BUDGET` boxes), as inline
+    SVG in a scrolling box; the same text for the same graph. Without Graphviz, the
+    matplotlib drawing of the first 100 nodes and a note saying how to install it."""
+    if not dot_available():
+        return (f'<div class="ncet-static ncet-graph"><p>{escape(INSTALL_HINT)}.</p>'
+                f"{_figure_html(ir)}</div>")
+    groups = groups or Groups(ir)
+    expanded = groups.default_expanded(STATIC_BUDGET) if expanded is None else expanded
+    shown = groups.visible(expanded | {ROOT})
+    note = (f"<p>{len(ir.nodes)} nodes; {len(shown.boxes)} module groups shown closed.</p>"
+            if shown.boxes else "")
+    return (f'<div class="ncet-static ncet-graph" style="max-height:640px;overflow:auto">'
+            f"{note}{dot_svg(to_dot(groups, expanded | {ROOT}))}</div>")
+
+
+def _figure_html(ir: ncet.GraphIR) -> str:
+    return figure_svg(graph_figure(ir), "ncet-graph")
