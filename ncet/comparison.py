@@ -53,7 +53,7 @@ def to_dict(c) -> dict[str, Any]:
         data.update(verdicts=list(c.verdicts), ok=list(c.ok),
                     new_violations=list(c.new_violations),
                     resolved_violations=list(c.resolved_violations), ratios=records(c))
-    return _finite(data)
+    return json_safe(data)
 
 
 def summary(c) -> str:
@@ -133,13 +133,15 @@ def _list(shape):
     return None if shape is None else list(shape)
 
 
-def _finite(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
+    """`value` with non-finite floats as the strings "inf", "-inf" and "nan" (strict JSON),
+    tuples as lists; the CLI's --json documents use it too."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
     if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 

@@ -14,7 +14,7 @@ from ncet.render import (
     sensitivity_figure,
 )
 
-from .display import StaticFallback
+from .display import VIEW_CLASS, StaticFallback, style_widget
 from .downloads import figure_downloads, frame_download
 from .frames import boundary_frame, boundary_html
 from .paging import Paged
@@ -51,8 +51,9 @@ class BoundaryPanel(StaticFallback, W.VBox):
         self.html = W.HTML(boundary_html(report))
         self.html.add_class("ncet-boundary-html")
         self.code.observe(self._on_code, names="value")
-        super().__init__([self.code, self.html] if codes else [self.html])
+        super().__init__([style_widget(), *([self.code, self.html] if codes else [self.html])])
         self.add_class("ncet-boundary-panel")
+        self.add_class(VIEW_CLASS)
 
     def _on_code(self, change) -> None:
         self.html.value = boundary_html(self.report, None if change["new"] == ALL
@@ -164,10 +165,11 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
                         self.count])
         details = W.Accordion(children=[W.VBox([pager, self.table])],
                               titles=("Per-node table",))
-        super().__init__([self.verdict, self.plot, self.sensitivity, self.histogram,
-                          W.HBox([self.node, self.message]), self.scatter, self.arithmetic,
-                          details, self.downloads])
+        super().__init__([style_widget(), self.verdict, self.plot, self.sensitivity,
+                          self.histogram, W.HBox([self.node, self.message]), self.scatter,
+                          self.arithmetic, details, self.downloads])
         self.add_class("ncet-exactness-panel")
+        self.add_class(VIEW_CLASS)
 
     # -- public -------------------------------------------------------------------------
 

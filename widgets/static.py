@@ -6,6 +6,7 @@ import math
 
 import ncet
 from ncet.render import (
+    VIEW_STYLE,
     Column,
     code_cell,
     escape,
@@ -222,7 +223,7 @@ def exactness_html(report: ncet.ExactnessReport, node: str | None = None) -> str
     the worst ones, with a note of how many were left out)."""
     node = node or default_node(report)
     points = len(report.entries)
-    parts = ['<div class="ncet-static ncet-exactness">', verdict_html(report),
+    parts = ['<div class="ncet-static ncet-exactness">', VIEW_STYLE, verdict_html(report),
              figure_html(exactness_figure(report), "ncet-errors", points),
              figure_html(sensitivity_figure(report), "ncet-sensitivity", points),
              figure_html(output_error_figure(report), "ncet-outputs"), outputs_html(report)]

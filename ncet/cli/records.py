@@ -9,11 +9,11 @@ is strict JSON.
 from __future__ import annotations
 
 import json
-import math
 from typing import Any
 
 import ncet
 
+from ..comparison import json_safe
 from ..exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
 from ..frontend.report import STATUSES, ConversionReport, Row
 from ..ir import GraphIR, IRNode, describe_tensor
@@ -36,17 +36,7 @@ def document(command: str, **fields: Any) -> dict[str, Any]:
 
 def dumps(value: Any) -> str:
     """Strict JSON text (no NaN or Infinity literals), indented for people too."""
-    return json.dumps(_finite(value), indent=2, allow_nan=False)
-
-
-def _finite(value: Any) -> Any:
-    if isinstance(value, float) and not math.isfinite(value):
-        return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_finite(v) for v in value]
-    return value
+    return json.dumps(json_safe(value), indent=2, allow_nan=False)
 
 
 def row_record(row: Row) -> dict[str, Any]:
