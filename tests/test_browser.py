@@ -1,213 +1,156 @@
 """The workbench in a real browser: JupyterLab on loopback, headless Chromium driven by Playwright.
 
-The test starts JupyterLab from this environment on 127.0.0.1 (a free port, a token, a
-throwaway root folder and throwaway Jupyter config, data, runtime and IPython folders; the
-kernel spec and the ipywidgets lab extension still come from this environment's
-share/jupyter), opens tests/browser/mapping_table.ipynb, runs all its cells from the Run menu,
-and checks the `MappingTable` it displays: rows rendered, then a choice in the op_type filter
-changes the rows and the count to exactly that op_type's nodes (and one in the status filter
-to exactly the lifted nodes). The screenshot of the op_type choice is saved to
-artifacts/workbench.png (gitignored) for a person to look at.
+One JupyterLab (tests/browser/lab.py) serves two notebooks from tests/browser/, and each test
+opens one, runs all its cells from the Run menu and works what it displays:
 
-The browser is Debian's /usr/bin/chromium (.ci/run installs it); Playwright only drives it and
-never downloads one of its own. Locally the test skips without it; in CI (CI=true) a missing
-browser fails it.
+* mapping_table.ipynb, a `MappingTable`: rows rendered, then a choice in the op_type filter
+  changes the rows and the count to exactly that op_type's nodes (and one in the status filter
+  to exactly the lifted nodes); its screenshot is artifacts/workbench.png.
+* workbench.ipynb, a `Workbench` of residual_cnn with its exactness check run (6 samples): a
+  clicked row is selected and its detail, beside the table, names it; a header sorts the rows
+  up, down, and back to graph order; a node clicked in the Graph tab (dragged into view) is
+  selected there and in the Mapping and Exactness tabs, and a row clicked in the Mapping tab
+  is selected in the graph, shown in the canvas's view; the CSV link downloads the table's
+  rows; in JupyterLab Light and JupyterLab Dark (switched with `apputils:change-theme`) the
+  verdict and the mapping table's text have a WCAG AA contrast (4.5:1) against the background
+  they are painted on (composited from the element's and its ancestors' backgrounds); each
+  tab is screenshot as artifacts/workbench-<tab>-<light|dark>.png.
+
+The screenshots (gitignored) are for a person to look at; .ci/run lists them. The browser is
+Debian's /usr/bin/chromium (.ci/run installs it); Playwright only drives it and never downloads
+one of its own. Locally the tests skip without it; in CI (CI=true) a missing browser fails them.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import os
-import secrets
+import contextlib
+import csv
+import re
 import shutil
-import signal
-import socket
-import subprocess
-import sys
-import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Page, sync_playwright
+from ncet.widgets.frames import MAPPING_COLUMNS
+from ncet.widgets.sorting import natural_key
+from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import ncet
 from ncet.examples import load_example
+from tests.browser.lab import (
+    CHANGE_MS,
+    DARK,
+    LIGHT,
+    RENDER_MS,
+    VIEWPORT,
+    Lab,
+    open_notebook,
+    running_lab,
+    set_theme,
+    tail,
+)
+from tests.browser.probes import CHANGED, CONTRAST, READ_TABLE
 from tests.browsers import chromium
 
 REPO = Path(__file__).resolve().parents[1]
-NOTEBOOK = REPO / "tests" / "browser" / "mapping_table.ipynb"
-EXAMPLE = "residual_cnn"  # what the notebook displays
+MAPPING_NOTEBOOK = REPO / "tests" / "browser" / "mapping_table.ipynb"
+WORKBENCH_NOTEBOOK = REPO / "tests" / "browser" / "workbench.ipynb"
+EXAMPLE = "residual_cnn"  # what both notebooks display
+PAGE_SIZE = 25  # MappingTable's default
 ARTIFACTS = REPO / "artifacts"
 SCREENSHOT = ARTIFACTS / "workbench.png"
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
-# Generous: two CPU cores shared with other jobs. JupyterLab takes 30-60 s to start there, and
-# the first run also starts a kernel, imports torch and ncet and diagnoses the model.
-SERVER_START_S = 240
-PAGE_LOAD_MS = 180_000
-RENDER_MS = 300_000
-CHANGE_MS = 120_000
+AA = 4.5
+"""WCAG 2 level AA: the least contrast for text below 18 pt (24 px, or 14 pt bold)."""
 
 TABLE = ".ncet-mapping-table"
 ROWS = f"{TABLE} table.ncet-mapping tbody tr"
 OP_TYPE_SELECT = f"{TABLE} .ncet-filter-op-type select"
 STATUS_SELECT = f"{TABLE} .ncet-filter-status select"
+BENCH = ".ncet-workbench"
+GRAPH_NODES = ".ncet-graph-canvas g.node"
+VERDICT = ".ncet-exactness-panel .ncet-verdict > p"
+DETAIL = f"{TABLE} .ncet-detail:not(.ncet-static)"  # the widget, not the HTML it holds
 
-# What the page shows, read in one go: the header, the rows (data-node and cell texts), the
-# count text and the op_type filter's options.
-READ_TABLE = """() => {
-  const root = document.querySelector('.ncet-mapping-table');
-  const table = root.querySelector('table.ncet-mapping');
-  return {
-    head: [...table.querySelectorAll('thead th')].map(th => th.textContent.trim()),
-    rows: [...table.querySelectorAll('tbody tr')].map(tr => ({
-      node: tr.dataset.node,
-      cells: [...tr.querySelectorAll('td')].map(td => td.textContent.trim()),
-    })),
-    count: root.querySelector('.ncet-count').textContent.trim(),
-    options: [...root.querySelectorAll('.ncet-filter-op-type select option')]
-      .map(o => o.textContent.trim()),
-  };
-}"""
-
-# JupyterLab user settings, written to the throwaway config folder: never ask about news or
-# updates (nothing fetched from outside), and start a notebook's kernel without a dialog.
-LAB_SETTINGS = {
-    "@jupyterlab/apputils-extension/notification.jupyterlab-settings":
-        {"fetchNews": "false", "checkForUpdates": False},
-    "@jupyterlab/notebook-extension/tracker.jupyterlab-settings":
-        {"autoStartDefaultKernel": True},
+TABS = {  # each tab's title, and what shows once its view is drawn
+    "Mapping": f"{TABLE} .ncet-clickable table.ncet-mapping tbody tr",  # the grid's script ran
+    "Support boundary": ".ncet-boundary-panel",
+    "Exactness": VERDICT,
+    "Graph": GRAPH_NODES,
+    "Summary": ".ncet-summary-panel",
 }
 
-# True once the count text differs from `before` and the table shows `rows` rows.
-CHANGED = """([before, rows]) => {
-  const root = document.querySelector('.ncet-mapping-table');
-  return root.querySelector('.ncet-count').textContent.trim() !== before
-    && root.querySelectorAll('table.ncet-mapping tbody tr').length === rows;
-}"""
-
-
-@dataclasses.dataclass(frozen=True)
-class Lab:
-    """A running JupyterLab: where it listens, its token, the notebook to open, its log."""
-
-    url: str
-    token: str
-    notebook: str
-    log: Path
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def tail(log: Path, lines: int = 40) -> str:
-    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-
-
-def api(lab: Lab, path: str):
-    with urllib.request.urlopen(f"{lab.url}/api/{path}?token={lab.token}", timeout=10) as answer:
-        return json.load(answer)
-
-
-def wait_until_up(lab: Lab, server: subprocess.Popen) -> None:
-    """Poll /api/status until the server answers; fail with its log if it exits or hangs."""
-    deadline = time.monotonic() + SERVER_START_S
-    while time.monotonic() < deadline:
-        if server.poll() is not None:
-            pytest.fail(f"JupyterLab exited with {server.returncode}:\n{tail(lab.log)}")
-        try:
-            api(lab, "status")
-            return
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass
-        time.sleep(0.5)
-    pytest.fail(f"JupyterLab did not answer within {SERVER_START_S} s:\n{tail(lab.log)}")
-
-
-def stop(lab: Lab, server: subprocess.Popen) -> None:
-    """Shut the kernels down, then the server (SIGTERM; SIGKILL to its group if it hangs)."""
-    if server.poll() is None:
-        try:  # kernels run in sessions of their own: ask the server to end them first
-            for session in api(lab, "sessions"):
-                request = urllib.request.Request(
-                    f"{lab.url}/api/sessions/{session['id']}?token={lab.token}",
-                    method="DELETE")
-                urllib.request.urlopen(request, timeout=60).close()
-        except (urllib.error.URLError, ConnectionError, TimeoutError):
-            pass  # SIGTERM below still makes the server shut its kernels down
-        server.terminate()
-        try:
-            server.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=30)
+# The elements whose text contrast is measured in the mapping table: the header, the first
+# rows' cells, the selected row's cells and the status pills (empty cells have no text).
+TABLE_TEXT = (f"{TABLE} table.ncet-mapping thead th, {TABLE} table.ncet-mapping tbody "
+              f"tr:nth-child(-n+3) td, {TABLE} table.ncet-mapping tbody tr.ncet-selected td, "
+              f"{TABLE} table.ncet-mapping tbody tr:nth-child(-n+3) .pill")
 
 
 @pytest.fixture(scope="module")
 def lab(tmp_path_factory) -> Iterator[Lab]:
-    """JupyterLab from this environment on loopback, serving a copy of the test notebook."""
+    """JupyterLab from this environment on loopback, serving copies of the test notebooks."""
     chromium()  # skip (or fail in CI) before paying for a server
-    base = tmp_path_factory.mktemp("jupyterlab")
-    root = base / "root"
-    root.mkdir()
-    shutil.copy(NOTEBOOK, root / NOTEBOOK.name)
-    for name, settings in LAB_SETTINGS.items():
-        path = base / "config" / "lab" / "user-settings" / name
-        path.parent.mkdir(parents=True)
-        path.write_text(json.dumps(settings))
-    env = {**os.environ,
-           "JUPYTER_CONFIG_DIR": str(base / "config"),
-           "JUPYTER_DATA_DIR": str(base / "data"),
-           "JUPYTER_RUNTIME_DIR": str(base / "runtime"),
-           "IPYTHONDIR": str(base / "ipython"),
-           "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    port, token = free_port(), secrets.token_hex(24)
-    command = [sys.executable, "-m", "jupyterlab", "--no-browser",
-               "--ServerApp.ip=127.0.0.1", f"--ServerApp.port={port}",
-               "--ServerApp.port_retries=0", f"--IdentityProvider.token={token}",
-               f"--ServerApp.root_dir={root}",
-               # nothing fetched from outside: no news feed, no update check
-               "--LabApp.news_url=None",
-               "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate"]
-    if os.geteuid() == 0:  # CI runs as root
-        command.append("--allow-root")
-    server_lab = Lab(url=f"http://127.0.0.1:{port}", token=token, notebook=NOTEBOOK.name,
-                     log=base / "jupyterlab.log")
-    with server_lab.log.open("wb") as log:
-        server = subprocess.Popen(command, cwd=root, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    with running_lab(tmp_path_factory.mktemp("jupyterlab"),
+                     [MAPPING_NOTEBOOK, WORKBENCH_NOTEBOOK]) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(lab) -> Iterator[Browser]:
+    """Debian's headless Chromium, driven by Playwright (closed before the server stops)."""
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS,
+                                              headless=True)
+        try:
+            yield launched
+        finally:
+            launched.close()
+
+
+@pytest.fixture(scope="module")
+def report() -> ncet.ConversionReport:
+    """What the notebooks' model diagnoses to, computed here to know what the page must show."""
+    model, shapes = load_example(EXAMPLE)
+    diagnosed = ncet.diagnose(model, *shapes)
+    assert len(diagnosed.rows) > PAGE_SIZE, "the example must need a second page"
+    return diagnosed
+
+
+@pytest.fixture(scope="module")
+def bench(lab, browser) -> Iterator[Page]:
+    """workbench.ipynb open and run: its Workbench drawn, the exactness check done."""
+    page = open_notebook(lab, browser, WORKBENCH_NOTEBOOK.name)
+    with recorded(page, lab, "workbench-failure-open"):
+        page.wait_for_selector(TABS["Mapping"], timeout=RENDER_MS)
     try:
-        wait_until_up(server_lab, server)
-        yield server_lab
+        yield page
     finally:
-        stop(server_lab, server)
+        page.close()
 
 
-def wait_for_kernel(lab: Lab, page: Page) -> None:
-    """Wait until the notebook's kernel is up and idle, on the server and on the page."""
-    deadline = time.monotonic() + PAGE_LOAD_MS / 1000
-    while not any(s["path"] == lab.notebook and s["kernel"]["execution_state"] == "idle"
-                  for s in api(lab, "sessions")):
-        if time.monotonic() > deadline:
-            pytest.fail(f"no idle kernel for {lab.notebook}:\n{tail(lab.log)}")
-        time.sleep(0.5)
-    page.locator(".jp-StatusBar-Widget", has_text="| Idle").first.wait_for(timeout=PAGE_LOAD_MS)
+@contextlib.contextmanager
+def recorded(page: Page, lab: Lab, name: str) -> Iterator[None]:
+    """On failure, save a screenshot as artifacts/<name>.png and print the server's log."""
+    try:
+        yield
+    except Exception:
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+        print(f"screenshot: {ARTIFACTS / f'{name}.png'}\nJupyterLab log:\n{tail(lab.log)}")
+        raise
 
 
-def run_all_cells(lab: Lab, page: Page) -> None:
-    """Run > Run All Cells, from JupyterLab's menu bar, once the kernel is idle."""
-    page.wait_for_selector(".jp-NotebookPanel .jp-Notebook .jp-CodeCell", timeout=PAGE_LOAD_MS)
-    wait_for_kernel(lab, page)
-    page.locator(".lm-MenuBar-item", has_text="Run").first.click()
-    page.locator(".lm-Menu-item:visible", has_text="Run All Cells").first.click()
+def show_tab(page: Page, title: str) -> None:
+    """Click the Workbench's tab `title` and wait until its view is drawn."""
+    page.locator(f"{BENCH} .lm-TabBar-tab", has_text=re.compile(f"^{title}$")).click()
+    page.locator(TABS[title]).first.wait_for(state="visible", timeout=RENDER_MS)
+
+
+def sort_state(page: Page) -> list:
+    return page.evaluate(READ_TABLE)["sorted"]
 
 
 def choose(page: Page, select: str, label: str, count_before: str, rows: int) -> dict:
@@ -215,6 +158,77 @@ def choose(page: Page, select: str, label: str, count_before: str, rows: int) ->
     page.select_option(select, label=label)
     page.wait_for_function(CHANGED, arg=[count_before, rows], timeout=CHANGE_MS)
     return page.evaluate(READ_TABLE)
+
+
+def one_page_of(nodes: list[str], order: list[str]) -> bool:
+    """Whether `nodes` is one whole page of `order` (the table shows the selected node's)."""
+    starts = range(0, len(order), PAGE_SIZE)
+    return any(nodes == order[start:start + PAGE_SIZE] for start in starts)
+
+
+def screenshot(page: Page, path: Path) -> None:
+    """A screenshot of the Workbench, the window made tall enough to show all of it."""
+    bench = page.locator(BENCH)
+    bench.scroll_into_view_if_needed()
+    box = bench.bounding_box()
+    height = max(VIEWPORT["height"], int(box["y"] + box["height"] + 40))
+    if height != page.viewport_size["height"]:
+        page.set_viewport_size({"width": VIEWPORT["width"], "height": height})
+        bench.scroll_into_view_if_needed()
+    bench.screenshot(path=str(path))
+    page.set_viewport_size(VIEWPORT)
+
+
+def first_page(page: Page, name: str) -> None:
+    """Choose `name` (a first-page row) in the node chooser and show the table from its left."""
+    chooser = page.locator(f"{TABLE} .ncet-node input")
+    chooser.fill(name)
+    chooser.press("Enter")
+    page.locator(f'{ROWS}.ncet-selected[data-node="{name}"]').wait_for(timeout=CHANGE_MS)
+    page.locator(f"{TABLE} .ncet-scroll").evaluate("box => { box.scrollLeft = 0; }")
+
+
+def in_view(page: Page, node) -> bool:
+    """Whether `node`'s box is wholly inside the graph canvas's view."""
+    frame = page.locator(".ncet-graph-canvas .ncet-graph-holder").bounding_box()
+    box = node.bounding_box()
+    return box is not None and box["width"] > 0 and (
+        frame["x"] <= box["x"] and box["x"] + box["width"] <= frame["x"] + frame["width"]
+        and frame["y"] <= box["y"] and box["y"] + box["height"] <= frame["y"] + frame["height"])
+
+
+def pan_to(page: Page, node) -> None:
+    """Drag the graph canvas until `node` is inside its view (each drag moves the drawing by
+    at most half the canvas); fails if dragging does not bring it in."""
+    frame = page.locator(".ncet-graph-canvas .ncet-graph-holder").bounding_box()
+    centre = (frame["x"] + frame["width"] / 2, frame["y"] + frame["height"] / 2)
+    reach = (frame["width"] / 2 - 20, frame["height"] / 2 - 20)
+    for _ in range(20):
+        if in_view(page, node):
+            return
+        box = node.bounding_box()
+        away = [box["x"] + box["width"] / 2 - centre[0], box["y"] + box["height"] / 2 - centre[1]]
+        step = [max(-r, min(r, a)) for a, r in zip(away, reach)]
+        page.mouse.move(*centre)
+        page.mouse.down()
+        page.mouse.move(centre[0] - step[0], centre[1] - step[1], steps=5)
+        page.mouse.up()
+    pytest.fail(f"dragging the graph did not bring {node} into view")
+
+
+def select_with_the_graph_hidden(page: Page, name: str) -> None:
+    """Draw the Graph tab, then click row `name` in the Mapping tab and wait until the hidden
+    graph has marked it."""
+    show_tab(page, "Graph")
+    show_tab(page, "Mapping")
+    first_page(page, name)
+    page.locator(f'{ROWS}[data-node="{name}"]').click()
+    page.locator(f'{ROWS}.ncet-selected[data-node="{name}"]').wait_for(timeout=CHANGE_MS)
+    page.locator(f'{GRAPH_NODES}.ncet-selected[id="n:{name}"]').wait_for(state="attached",
+                                                                         timeout=CHANGE_MS)
+
+
+THEMES = [pytest.param(LIGHT, id="light"), pytest.param(DARK, id="dark")]
 
 
 def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
@@ -227,30 +241,21 @@ def test_a_missing_browser_fails_in_ci_and_skips_elsewhere(monkeypatch):
         chromium("/nonexistent/chromium")
 
 
-def test_the_mapping_table_filters_in_jupyterlab(lab):
-    model, shapes = load_example(EXAMPLE)
-    report = ncet.diagnose(model, *shapes)
-    page_size = 25  # MappingTable's default
-    assert len(report.rows) > page_size, "the example must need a second page"
+def test_the_mapping_table_filters_in_jupyterlab(lab, browser, report):
     chosen = "Conv2d"
     expected = [r.fx_name for r in report.rows if r.op_type == chosen]
-    assert 0 < len(expected) < page_size
+    assert 0 < len(expected) < PAGE_SIZE
     lifted = [r.fx_name for r in report.rows if r.status == "lifted"]
-    assert 0 < len(lifted) < page_size
+    assert 0 < len(lifted) < PAGE_SIZE
 
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium(), args=CHROMIUM_ARGS,
-                                             headless=True)
-        page = browser.new_page(viewport={"width": 1500, "height": 1100})
-        try:
-            page.goto(f"{lab.url}/lab/tree/{lab.notebook}?token={lab.token}",
-                      timeout=PAGE_LOAD_MS)
-            run_all_cells(lab, page)
+    page = open_notebook(lab, browser, MAPPING_NOTEBOOK.name)
+    try:
+        with recorded(page, lab, "workbench-failure"):
             page.wait_for_selector(ROWS, timeout=RENDER_MS)
 
             before = page.evaluate(READ_TABLE)
             assert [r["node"] for r in before["rows"]] == [
-                r.fx_name for r in report.rows[:page_size]], "the first page, in graph order"
+                r.fx_name for r in report.rows[:PAGE_SIZE]], "the first page, in graph order"
             op_column = before["head"].index("op_type")
             assert "all" in before["options"] and chosen in before["options"]
             assert str(len(report.rows)) in before["count"], before["count"]
@@ -267,17 +272,160 @@ def test_the_mapping_table_filters_in_jupyterlab(lab):
             print(f"screenshot: {SCREENSHOT}")
 
             # the other filter: every op_type again, then only the lifted nodes
-            again = choose(page, OP_TYPE_SELECT, "all", after["count"], page_size)
+            again = choose(page, OP_TYPE_SELECT, "all", after["count"], PAGE_SIZE)
             assert again["rows"] == before["rows"] and again["count"] == before["count"]
             status_column = before["head"].index("status")
             only = choose(page, STATUS_SELECT, "lifted", again["count"], len(lifted))
             assert [r["node"] for r in only["rows"]] == lifted
             assert {r["cells"][status_column] for r in only["rows"]} == {"lifted"}
-        except Exception:
-            ARTIFACTS.mkdir(exist_ok=True)
-            page.screenshot(path=str(ARTIFACTS / "workbench-failure.png"), full_page=True)
-            print(f"JupyterLab log:\n{tail(lab.log)}")
-            raise
-        finally:
-            browser.close()
+    finally:
+        page.close()
     assert SCREENSHOT.stat().st_size > 10_000
+
+
+def test_a_clicked_row_is_selected_and_its_detail_shows_beside_the_table(bench, lab, report):
+    name = "block1_conv1"
+    assert name in [r.fx_name for r in report.rows[:PAGE_SIZE]], "a row of the first page"
+    with recorded(bench, lab, "workbench-failure-row"):
+        show_tab(bench, "Mapping")
+        bench.locator(f'{ROWS}[data-node="{name}"]').click()
+        bench.locator(f'{ROWS}.ncet-selected[data-node="{name}"]').wait_for(timeout=CHANGE_MS)
+        assert [r["node"] for r in bench.evaluate(READ_TABLE)["rows"] if r["selected"]] == [name]
+
+        detail = bench.locator(DETAIL)
+        expect(detail).to_contain_text(name, timeout=CHANGE_MS)
+        expect(detail).to_contain_text("Conv2d")  # its op_type: the detail is this node's
+        table, side = bench.locator(f"{TABLE} .ncet-table").bounding_box(), detail.bounding_box()
+        assert side["x"] >= table["x"] + table["width"] - 1, (table, side)  # to its right
+        assert side["y"] < table["y"] + table["height"], (table, side)  # beside, not below
+
+
+def test_a_header_click_sorts_up_then_down_then_back_to_graph_order(bench, lab, report):
+    key = "op_type"
+    graph_order = [r.fx_name for r in report.rows]
+    up = [r.fx_name for r in sorted(report.rows, key=lambda r: natural_key(r.op_type or ""))]
+    down = [r.fx_name for r in sorted(report.rows, key=lambda r: natural_key(r.op_type or ""),
+                                      reverse=True)]  # stable: ties stay in graph order
+    header = bench.locator(f'{TABLE} table.ncet-mapping th.ncet-sort[data-sort="{key}"]')
+    with recorded(bench, lab, "workbench-failure-sort"):
+        show_tab(bench, "Mapping")
+        graph = [["#", "ascending"]]  # graph order: the "#" column, ascending
+        assert sort_state(bench) == graph, "the table starts in graph order"
+        for state, order in (("ascending", up), ("descending", down), (None, graph_order)):
+            header.click()
+            if state is None:
+                expect(header).not_to_have_attribute("aria-sort", re.compile("."),
+                                                      timeout=CHANGE_MS)
+            else:
+                expect(header).to_have_attribute("aria-sort", state, timeout=CHANGE_MS)
+            shown = bench.evaluate(READ_TABLE)
+            assert shown["sorted"] == ([[key, state]] if state else graph), shown["sorted"]
+            nodes = [r["node"] for r in shown["rows"]]
+            assert len(nodes) == PAGE_SIZE and one_page_of(nodes, order), (state, nodes)
+            if state is not None:
+                cells = [r["cells"][shown["head"].index(key)] for r in shown["rows"]]
+                assert cells == sorted(cells, key=natural_key, reverse=state == "descending")
+
+
+def test_a_node_clicked_in_the_graph_is_selected_in_the_other_tabs(bench, lab, report):
+    name = next(r.fx_name for r in report.rows[PAGE_SIZE:] if r.status == "mapped")
+    with recorded(bench, lab, "workbench-failure-graph"):
+        show_tab(bench, "Graph")
+        node = bench.locator(f'{GRAPH_NODES}[id="n:{name}"]')
+        pan_to(bench, node)  # the first view shows the top of the graph, legible
+        node.click()
+        selected = bench.locator(f"{GRAPH_NODES}.ncet-selected")
+        expect(selected).to_have_attribute("id", f"n:{name}", timeout=CHANGE_MS)
+        expect(selected).to_have_count(1)
+
+        show_tab(bench, "Mapping")  # the row is on the second page: the table turns to it
+        bench.locator(f'{ROWS}.ncet-selected[data-node="{name}"]').wait_for(timeout=CHANGE_MS)
+        assert [r["node"] for r in bench.evaluate(READ_TABLE)["rows"] if r["selected"]] == [name]
+        expect(bench.locator(DETAIL)).to_contain_text(name)
+
+        show_tab(bench, "Exactness")
+        expect(bench.locator(".ncet-exactness-panel .ncet-node input")).to_have_value(name)
+
+
+def test_a_row_clicked_in_the_mapping_table_is_selected_in_the_graph(bench, lab):
+    name = "add_1"
+    with recorded(bench, lab, "workbench-failure-graph-follows"):
+        select_with_the_graph_hidden(bench, name)
+        show_tab(bench, "Graph")
+        selected = bench.locator(f"{GRAPH_NODES}.ncet-selected")
+        expect(selected).to_have_attribute("id", f"n:{name}")
+        expect(selected).to_have_count(1)
+
+
+def test_the_graph_shows_a_node_selected_while_its_tab_was_hidden(bench, lab):
+    name = "relu_1"
+    with recorded(bench, lab, "workbench-failure-graph-view"):
+        select_with_the_graph_hidden(bench, name)
+        show_tab(bench, "Graph")
+        node = bench.locator(f'{GRAPH_NODES}.ncet-selected[id="n:{name}"]')
+        node.wait_for(timeout=CHANGE_MS)
+        frame = bench.locator(".ncet-graph-canvas .ncet-graph-holder").bounding_box()
+    assert in_view(bench, node), f"{name} at {node.bounding_box()}, the canvas at {frame}"
+
+
+def test_the_csv_link_downloads_the_rows_of_the_table(bench, lab, report, tmp_path):
+    with recorded(bench, lab, "workbench-failure-csv"):
+        show_tab(bench, "Mapping")
+        bench.locator(f"{TABLE} button.ncet-csv").click()
+        link = bench.locator(f'{TABLE} a.ncet-download[download="mapping.csv"]')
+        with bench.expect_download(timeout=CHANGE_MS) as started:
+            link.click(timeout=CHANGE_MS)
+        download = started.value
+        assert download.suggested_filename == "mapping.csv"
+        path = tmp_path / "mapping.csv"
+        download.save_as(path)
+        count = bench.evaluate(READ_TABLE)["count"]
+    with path.open(newline="", encoding="utf-8") as f:
+        header, *rows = list(csv.reader(f))
+    assert header == list(MAPPING_COLUMNS)
+    assert all(len(row) == len(header) for row in rows)
+    assert len(rows) == len(report.rows) and str(len(rows)) in count, (len(rows), count)
+    assert [row[0] for row in rows] == [r.fx_name for r in report.rows], "in the table's order"
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_each_tab_is_screenshot_in(theme, bench, lab, report):
+    shade = "light" if theme == LIGHT else "dark"
+    ARTIFACTS.mkdir(exist_ok=True)
+    with recorded(bench, lab, f"workbench-failure-{shade}"):
+        set_theme(bench, theme)
+        for title in TABS:
+            show_tab(bench, title)
+            if title == "Mapping":
+                first_page(bench, report.rows[PAGE_SIZE // 2].fx_name)
+            bench.mouse.move(0, 0)  # no row or node shown hovered
+            path = ARTIFACTS / f"workbench-{title.lower().replace(' ', '-')}-{shade}.png"
+            screenshot(bench, path)
+            print(f"screenshot: {path}")
+            assert path.stat().st_size > 3_000, path  # not a blank image
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_the_verdict_reads_well_in(theme, bench, lab):
+    with recorded(bench, lab, "workbench-failure-verdict"):
+        set_theme(bench, theme)
+        show_tab(bench, "Exactness")
+        verdict = bench.locator(VERDICT).first.evaluate(CONTRAST)
+    print(f"{theme}: verdict {verdict}")
+    assert verdict["ratio"] >= AA, f"{theme}: the verdict's contrast is below {AA}:1: {verdict}"
+
+
+@pytest.mark.parametrize("theme", THEMES)
+def test_the_table_text_reads_well_in(theme, bench, lab):
+    with recorded(bench, lab, "workbench-failure-table-text"):
+        set_theme(bench, theme)
+        show_tab(bench, "Mapping")
+        bench.locator(f"{ROWS}[data-node]").nth(1).click()  # a selected row among them
+        bench.locator(f"{ROWS}.ncet-selected").wait_for(timeout=CHANGE_MS)
+        bench.mouse.move(0, 0)  # no row hovered
+        measured = bench.locator(TABLE_TEXT).evaluate_all(f"elements => elements.map({CONTRAST})")
+    cells = [c for c in measured if c["content"]]
+    assert cells, "no table text measured"
+    print(f"{theme}: lowest table contrast {min(cells, key=lambda c: c['ratio'])}")
+    low = [c for c in cells if c["ratio"] < AA]
+    assert not low, f"{theme}: table text below {AA}:1: {low}"

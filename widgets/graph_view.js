@@ -21,6 +21,18 @@ function render({ model, el }) {
     bar.append(b);
   };
   let svg = null, box = null, view = null;
+  // A canvas in a hidden tab has no size, and getBBox() gives nothing there: what needs the
+  // size (the first view, centring on a selection) waits until the canvas is shown.
+  let pending = [];
+  const visible = () => holder.clientWidth > 0 && holder.clientHeight > 0;
+  const whenVisible = (action) => { if (visible()) action(); else pending.push(action); };
+  const observer = new ResizeObserver(() => {
+    if (!visible() || !pending.length) return;
+    const actions = pending;
+    pending = [];
+    actions.forEach((action) => action());
+  });
+  observer.observe(holder);
 
   const apply = () => {
     if (svg) svg.setAttribute("viewBox", `${view.x} ${view.y} ${view.w} ${view.h}`);
@@ -53,6 +65,7 @@ function render({ model, el }) {
   };
   const find = (id) => holder.querySelector(`[id="${CSS.escape(id)}"]`);
   const centreOn = (element, keep) => {
+    if (!view) first();
     const b = element.getBBox(); // in the graph's coordinates: translate to the SVG's
     const g = svg.querySelector("g.graph");
     const m = g && g.transform.baseVal.consolidate();
@@ -67,7 +80,12 @@ function render({ model, el }) {
     const element = name ? find("n:" + name) : null;
     if (!element) return;
     element.classList.add("ncet-selected");
-    if (centre) centreOn(element, true);
+    if (centre) {
+      whenVisible(() => {
+        const shown = find("n:" + name); // the SVG may have been drawn again meanwhile
+        if (shown && model.get("selected") === name) centreOn(shown, true);
+      });
+    }
   };
   const draw = () => {
     const focus = model.get("focus");
@@ -80,14 +98,17 @@ function render({ model, el }) {
     svg.removeAttribute("width");
     svg.removeAttribute("height");
     svg.setAttribute("preserveAspectRatio", "xMidYMid meet");
-    const target = focus ? find(focus) : null;
-    if (target && scale) {
-      view = { x: 0, y: 0, w: 1, h: 1 };
-      show(0, 0, scale);
-      centreOn(target, false);
-    } else {
-      first();
-    }
+    pending = [];
+    whenVisible(() => {
+      const target = focus ? find(focus) : null;
+      if (target && scale) {
+        view = { x: 0, y: 0, w: 1, h: 1 };
+        show(0, 0, scale);
+        centreOn(target, false);
+      } else {
+        first();
+      }
+    });
     mark(false);
   };
 
@@ -138,6 +159,7 @@ function render({ model, el }) {
   draw();
   return () => {
     model.off("change:svg", draw);
+    observer.disconnect();
   };
 }
 

@@ -91,9 +91,11 @@ class GraphView(StaticFallback, W.VBox):
         self.expanded = self.groups.default_expanded(budget)
         self.info = W.HTML()
         self.info.add_class("ncet-graph-info")
-        self.open_all = W.Button(description="open all", layout=W.Layout(width="auto"),
+        self.open_all = W.Button(description="open all", layout=W.Layout(width="auto",
+                                                                          flex="0 0 auto"),
                                  tooltip="open every group (slow beyond ~2,000 nodes)")
-        self.close_all = W.Button(description="close all", layout=W.Layout(width="auto"))
+        self.close_all = W.Button(description="close all",
+                                  layout=W.Layout(width="auto", flex="0 0 auto"))
         self.open_all.add_class("ncet-graph-open-all")
         self.close_all.add_class("ncet-graph-close-all")
         self.open_all.on_click(lambda _: self._set_expanded(set(self.groups.groups)))
@@ -105,7 +107,9 @@ class GraphView(StaticFallback, W.VBox):
         else:
             self.canvas = W.HTML(f"<p>{escape(INSTALL_HINT)}.</p>" + _figure_html(ir))
         self.canvas.add_class("ncet-graph-figure")
-        super().__init__([W.HBox([self.close_all, self.open_all, self.info]), self.canvas])
+        tools = W.HBox([self.close_all, self.open_all, self.info],
+                       layout=W.Layout(flex_flow="row wrap", align_items="center"))
+        super().__init__([tools, self.canvas])
         self.add_class("ncet-graph-view")
         self._draw()
 

@@ -49,11 +49,11 @@ def _finite(value: float) -> float:
     return value if math.isfinite(value) else math.inf
 
 
-LEVEL_COLORS = {"ok": "var(--jp-success-color1, #15803d)",
-                "warn": "var(--jp-warn-color1, #b45309)",
-                "bad": "var(--jp-error-color1, #b91c1c)"}
-"""The verdict's colour: JupyterLab's theme colours (readable on light and dark themes),
-with light-page fallbacks elsewhere."""
+LEVEL_COLORS = {"ok": "var(--ncet-ok, #15803d)", "warn": "var(--ncet-warn, #b45309)",
+                "bad": "var(--ncet-bad, #b91c1c)"}
+"""The verdict's colour: the views' palette (render/css.py: JupyterLab's theme colours mixed
+towards the theme's text colour, so they read at WCAG AA on light and dark themes), with
+light-page fallbacks elsewhere."""
 
 
 def verdict_level(report: ncet.ExactnessReport) -> str:

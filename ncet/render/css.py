@@ -16,22 +16,26 @@ PALETTE = """--ncet-ink: var(--jp-ui-font-color1, #1f2937);
   --ncet-muted: var(--jp-ui-font-color2, #64748b);
   --ncet-bg: var(--jp-layout-color1, #fff); --ncet-soft: var(--jp-layout-color2, #f8fafc);
   --ncet-line: var(--jp-border-color2, #e2e8f0);
-  --ncet-ok: var(--jp-success-color1, #15803d); --ncet-ok-bg: #dcfce7;
-  --ncet-bad: var(--jp-error-color1, #b91c1c); --ncet-bad-bg: #fee2e2;
+  --ncet-ok: color-mix(in srgb, var(--jp-success-color1, #15803d) 65%, var(--ncet-ink));
+  --ncet-ok-bg: #dcfce7;
+  --ncet-bad: color-mix(in srgb, var(--jp-error-color1, #b91c1c) 65%, var(--ncet-ink));
+  --ncet-bad-bg: #fee2e2;
   --ncet-bad-tint: #fff5f5; --ncet-selected: #dbeafe;
-  --ncet-warn: var(--jp-warn-color1, #b45309); --ncet-warn-bg: #fef3c7;
+  --ncet-warn: color-mix(in srgb, var(--jp-warn-color1, #b45309) 65%, var(--ncet-ink));
+  --ncet-warn-bg: #fef3c7;
   --ncet-warn-tint: #fffbeb;
-  --ncet-info: var(--jp-brand-color1, #1d4ed8); --ncet-info-bg: #dbeafe;
+  --ncet-info: color-mix(in srgb, var(--jp-brand-color1, #1d4ed8) 65%, var(--ncet-ink));
+  --ncet-info-bg: #dbeafe;
   --ncet-mono: var(--jp-code-font-family, "DejaVu Sans Mono", ui-monospace, Menlo, Consolas,
     monospace);"""
 """The colour variables with their fallbacks: the report's light palette."""
 
-THEMED = """--ncet-ok-bg: color-mix(in srgb, var(--ncet-ok) 18%, transparent);
-  --ncet-bad-bg: color-mix(in srgb, var(--ncet-bad) 18%, transparent);
+THEMED = """--ncet-ok-bg: color-mix(in srgb, var(--ncet-ok) 18%, var(--ncet-bg));
+  --ncet-bad-bg: color-mix(in srgb, var(--ncet-bad) 18%, var(--ncet-bg));
   --ncet-bad-tint: color-mix(in srgb, var(--ncet-bad) 9%, transparent);
-  --ncet-warn-bg: color-mix(in srgb, var(--ncet-warn) 18%, transparent);
+  --ncet-warn-bg: color-mix(in srgb, var(--ncet-warn) 18%, var(--ncet-bg));
   --ncet-warn-tint: color-mix(in srgb, var(--ncet-warn) 9%, transparent);
-  --ncet-info-bg: color-mix(in srgb, var(--ncet-info) 18%, transparent);
+  --ncet-info-bg: color-mix(in srgb, var(--ncet-info) 18%, var(--ncet-bg));
   --ncet-selected: color-mix(in srgb, var(--ncet-info) 22%, transparent);"""
 """The tints inside JupyterLab (`body[data-jp-theme-name]`): mixed from the theme's colours."""
 
