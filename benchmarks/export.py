@@ -12,7 +12,10 @@ torch thread (scale.py's `medians`, the calls compared run interleaved after a w
   * `ncet.check_onnx` against one onnxruntime forward of the exported file (graph
     optimizations off, the session built and run once) + one float64 `ncet.evaluate` of the
     same samples (target: <= 3x), and against `check_exactness` of the PyTorch model on
-    them, when `ncet.check_onnx` exists.
+    them, when `ncet.check_onnx` exists: on small-layer models (scale.py's families at
+    --check-nodes, the bundled residual_cnn; per-node overhead dominates) and on real
+    networks (benchmarks/cnn_check.py's CIFAR ResNet-18 and VGG-11-BN, exported by to_onnx;
+    the convolutions dominate) at --cnn-samples, --cnn-repeats.
 
 Usage: python benchmarks/export.py [--quick] [--sizes 1000,20000] [--json out.json]
 Ratios are measured in one run on this (shared) machine; they are not assertions.
@@ -38,15 +41,20 @@ import torch.fx
 import ncet
 
 if __package__:  # imported as benchmarks.export (the tests)
+    from . import cnn_check
     from .scale import FAMILIES, build, fit_exponent, inputs, medians
 else:  # run as a script (python benchmarks/export.py): benchmarks/ itself is on sys.path
+    import cnn_check
     from scale import FAMILIES, build, fit_exponent, inputs, medians
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_SIZES = (300, 1000, 3000, 10000, 20000)
 QUICK_SIZES = (40, 80)
-CHECK_MODELS = ("mlp", "resnet", "residual_cnn")
-"""Models of the check_onnx row: scale.py's families at --check-nodes, and bundled examples."""
+CHECK_MODELS = ("mlp", "resnet", "residual_cnn", "resnet18_cifar", "vgg11_bn_cifar")
+"""Models of the check_onnx row: scale.py's families at --check-nodes, bundled examples, and
+cnn_check.py's networks."""
+REAL_NETWORKS = frozenset(cnn_check.MODELS)
+"""The check models that are real networks (the rest have small layers)."""
 
 
 @contextlib.contextmanager
@@ -134,6 +142,8 @@ def to_onnx_row(model, shape, repeats: int) -> dict:
 def check_model(name: str, check_nodes: int, mlp_width: int):
     if name in FAMILIES:
         return build(name, check_nodes, mlp_width)
+    if name in REAL_NETWORKS:
+        return cnn_check.build(name)
     from ncet.examples import EXAMPLES
 
     example = EXAMPLES[name]
@@ -182,7 +192,8 @@ def check_row(name: str, check_nodes: int, mlp_width: int, samples: int, repeats
                  "check_exactness": lambda: ncet.check_exactness(model, ir, x)},
                 repeats)
     report = reports[-1]
-    return {"model": name, "nodes": fx_nodes(model), "samples": samples,
+    return {"model": name, "kind": "real network" if name in REAL_NETWORKS else "small layers",
+            "nodes": fx_nodes(model), "samples": samples, "repeats": repeats,
             "floor_s": t["floor"], "session_s": t["session"], "forward_s": t["forward"],
             "evaluate_s": t["evaluate"], "check_s": t["check"],
             "check_over_floor": t["check"] / t["floor"],
@@ -230,6 +241,7 @@ def run(args) -> dict:
                            "export_repeats": args.export_repeats,
                            "check_models": list(args.check_models),
                            "check_nodes": args.check_nodes, "samples": args.samples,
+                           "cnn_samples": args.cnn_samples, "cnn_repeats": args.cnn_repeats,
                            "mlp_width": args.mlp_width, "threads": args.threads},
               "exporters": [], "to_onnx": [], "fits": {}, "check_onnx": []}
     for family in args.families:
@@ -256,8 +268,11 @@ def run(args) -> dict:
         result["check_onnx"] = "not available"
     else:
         for name in args.check_models:
-            result["check_onnx"].append(check_row(name, args.check_nodes, args.mlp_width,
-                                                  args.samples, args.repeats))
+            real = name in REAL_NETWORKS
+            result["check_onnx"].append(check_row(
+                name, args.check_nodes, args.mlp_width,
+                args.cnn_samples if real else args.samples,
+                args.cnn_repeats if real else args.repeats))
             _progress(f"check_onnx {name}: {result['check_onnx'][-1]['check_s']:.3f} s")
     return result
 
@@ -303,11 +318,12 @@ def print_tables(result: dict) -> None:
     if result["check_onnx"] == "not available":
         print("  ncet.check_onnx: not available")
         return
-    print(f"{'model':<13}{'nodes':>7}{'samples':>8}{'floor s':>9}{'session s':>10}"
+    print(f"{'model':<15}{'kind':<14}{'nodes':>6}{'samples':>8}{'floor s':>9}{'session s':>10}"
           f"{'forward s':>10}{'eval s':>8}{'check s':>9}{'chk/floor':>10}"
           f"{'chk/(fwd+eval)':>15}{'c_e s':>8}{'chk/c_e':>8}  verdict")
     for r in result["check_onnx"]:
-        print(f"{r['model']:<13}{r['nodes']:>7}{r['samples']:>8}{r['floor_s']:>9.3f}"
+        print(f"{r['model']:<15}{r['kind']:<14}{r['nodes']:>6}{r['samples']:>8}"
+              f"{r['floor_s']:>9.3f}"
               f"{r['session_s']:>10.3f}{r['forward_s']:>10.3f}{r['evaluate_s']:>8.3f}"
               f"{r['check_s']:>9.3f}{r['check_over_floor']:>10.2f}"
               f"{r['check_over_forward_and_evaluate']:>15.2f}{r['check_exactness_s']:>8.3f}"
@@ -340,7 +356,13 @@ def main(argv=None) -> int:
                         help="approximate FX nodes of the families checked with check_onnx "
                              "(default 300: at 1,000 the 64-wide MLP's end-to-end bounds "
                              "overflow float64 and check_exactness too leaves nodes unchecked)")
-    parser.add_argument("--samples", type=int, default=256, help="samples for check_onnx")
+    parser.add_argument("--samples", type=int, default=256,
+                        help="samples for check_onnx on the small-layer models")
+    parser.add_argument("--cnn-samples", type=int, default=32,
+                        help="samples for check_onnx on the real networks (default 32: a "
+                             "ResNet-18 check takes about 7 s on one thread)")
+    parser.add_argument("--cnn-repeats", type=int, default=2,
+                        help="runs of each call on the real networks (default 2)")
     parser.add_argument("--mlp-width", type=int, default=64,
                         help="width of the mlp family's layers (default 64)")
     parser.add_argument("--threads", type=int, default=1,
@@ -353,6 +375,7 @@ def main(argv=None) -> int:
         args.export_nodes = min(args.export_nodes, 60)
         args.check_nodes = min(args.check_nodes, 60)
         args.samples = min(args.samples, 16)
+        args.cnn_samples, args.cnn_repeats = min(args.cnn_samples, 2), 1
     result = run(args)
     print_tables(result)
     if args.json:

@@ -51,8 +51,9 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
             the ops of `ncet.export.VERIFIER_OPS`).
         batch: None for a symbolic batch axis "N" (canonical; 1 for verifier), or a fixed
             positive batch size (verifier: only 1).
-        opset: The ONNX opset of the default domain (18 or later); None for the tested one,
-            `ncet.export.DEFAULT_OPSET` (21).
+        opset: The ONNX opset of the default domain (18 or later); None for the profile's
+            `default_opset` (canonical 21; verifier 18, which onnx2torch and older importers
+            read).
 
     Returns:
         The onnx.ModelProto.

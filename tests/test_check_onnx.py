@@ -214,6 +214,27 @@ def test_onnxruntimes_arithmetic_is_probed_on_its_threads():
     assert any(note.startswith("probed in onnxruntime's kernels") for note in model.notes)
 
 
+def test_the_probes_run_once_per_process_and_floating_point_environment(monkeypatch):
+    from ncet.export import runtime
+
+    calls = []
+    monkeypatch.setattr(runtime, "_PROBED", {})
+    monkeypatch.setattr(runtime, "probe_onnxruntime",
+                        lambda threads=0: calls.append(threads) or ["found"])
+    assert runtime.probed_onnxruntime(1) == runtime.probed_onnxruntime(1) == ["found"]
+    assert calls == [1]
+    runtime.probed_onnxruntime(2)  # another thread count: probed again
+    assert calls == [1, 2]
+    # the calling thread's environment changed (flush-to-zero turned on, say): probed again
+    environment = runtime._calling_thread_environment()
+    assert not any(environment), "this thread keeps IEEE arithmetic"
+    monkeypatch.setattr(runtime, "_calling_thread_environment",
+                        lambda: (True, *environment[1:]))
+    runtime.probed_onnxruntime(1)
+    assert calls == [1, 2, 1]
+    assert not runtime.read_onnxruntime_arithmetic(1).certified  # what was found is reported
+
+
 # --- faults only the structure shows: the file read against the export of the GraphIR ----
 
 

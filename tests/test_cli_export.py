@@ -141,7 +141,7 @@ def test_the_command_line_does_not_import_onnx_until_it_exports():
     ("mlp", (), "canonical", "N", DEFAULT_OPSET),
     ("mlp", ("--batch", "1"), "canonical", 1, DEFAULT_OPSET),
     ("mlp", ("--opset", "18"), "canonical", "N", 18),
-    ("lenet", ("--profile", "verifier"), "verifier", 1, DEFAULT_OPSET),
+    ("lenet", ("--profile", "verifier"), "verifier", 1, PROFILES["verifier"].default_opset),
     ("residual_cnn", ("--batch", "4", "--opset", "20"), "canonical", 4, 20),
     ("residual_cnn", ("--profile", "canonical", "--batch", "2"), "canonical", 2, DEFAULT_OPSET),
 ], ids=["defaults", "batch-1", "opset-18", "verifier", "batch-4-opset-20", "canonical-batch-2"])
@@ -353,7 +353,8 @@ def test_the_report_export_section_has_the_fields(models, capsys):
     assert 'href="#export"' in page
     export = section(page, "export")
     about = dict(re.findall(r"<tr><th>([^<]*)</th><td><code>([^<]*)</code></td></tr>", export))
-    assert about["profile"] == "verifier" and about["opset"] == str(DEFAULT_OPSET)
+    assert about["profile"] == "verifier"
+    assert about["opset"] == str(PROFILES["verifier"].default_opset)
     assert about["batch axis"] == "1"
     ir = ncet.convert(sys.modules["export_models"].linear_bn(), (4,))
     model = ncet.to_onnx(ir, profile="verifier")

@@ -117,12 +117,13 @@ ZOO_ROWS = [(f"zoo-{e.name}", e.factory, list(e.shapes), set())
 
 
 def _export_and_run(build, shapes, dtype=torch.float32, batch=None, rewrite=False,
-                    profile="canonical"):
+                    profile="canonical", opset=None):
     """Convert, export, check, and run in onnxruntime against the eager model: at `batch`,
-    at the profile's fixed batch, or at 1 and 3 on the symbolic batch axis."""
+    at the profile's fixed batch, or at 1 and 3 on the symbolic batch axis (at `opset`, the
+    profile's default when None)."""
     model = _seeded(build).to(dtype)
     ir = ncet.convert(model, *shapes, dtype=dtype, rewrite=rewrite)
-    exported = ncet.to_onnx(ir, batch=batch, profile=profile)
+    exported = ncet.to_onnx(ir, batch=batch, profile=profile, opset=opset)
     onnx.checker.check_model(exported, full_check=True)
     onnx.shape_inference.infer_shapes(exported, strict_mode=True)
     options = ort.SessionOptions()

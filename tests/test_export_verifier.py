@@ -43,12 +43,15 @@ VERIFIER_OP_ROWS = [
     ("index-empty-slice", lambda: Fn(lambda m, x: x[:, 2:2]), [(3, 4)], {"Slice"}),
 ]
 
-RANK = "ONNX Gemm multiplies 2-d inputs only"
+RANK = ("Linear", "ONNX Gemm multiplies 2-d inputs only.*flatten the input first")
 OP_REFUSED = {
     "linear-rank3": RANK,      # a Linear over (2, 3, 5) per sample: MatMul, not Gemm
     "linear-no-bias": RANK,    # over (3, 5) per sample
+    # at the profile's default opset 18; it exports at opset=19 (below)
+    "conv2d-circular": ("Conv2d", "circular padding needs Pad mode 'wrap', opset 19 or later"),
 }
-"""OP_ROWS the verifier profile refuses, with (a part of) the reason."""
+"""OP_ROWS the verifier profile refuses at its default opset: the node's op_type and (a part
+of) the reason."""
 
 MODEL_ROWS = (
     [(name, e.build, list(e.input_shapes), False) for name, e in EXAMPLES.items() if e.converts]
@@ -117,15 +120,35 @@ def test_every_model_exports_for_verifiers_and_runs_like_the_eager_model(case):
 def test_every_op_row_exports_for_verifiers_or_is_refused_naming_the_node(case):
     name, build, shapes, op_types = case
     if name in OP_REFUSED:
+        op_type, reason = OP_REFUSED[name]
         ir = ncet.convert(_seeded(build), *shapes)
-        with pytest.raises(ExportError, match=OP_REFUSED[name]) as caught:
+        with pytest.raises(ExportError, match=reason) as caught:
             ncet.to_onnx(ir, profile="verifier")
-        linear = next(n for n in ir.nodes if n.op_type == "Linear")
-        assert f"cannot export node {linear.name!r} (Linear" in str(caught.value)
-        assert "flatten the input first" in str(caught.value)
+        node = next(n for n in ir.nodes if n.op_type == op_type)
+        assert f"cannot export node {node.name!r} ({op_type}" in str(caught.value)
         return
     ir, exported = _export_and_run(build, shapes, profile="verifier")
     assert op_types <= {n.op_type for n in ir.nodes}
+    _check_verifier_form(ir, exported)
+
+
+def test_the_verifier_profile_writes_opset_18_unless_asked():
+    """Its default opset is 18, the last at which onnx2torch 1.5.15 (alpha-beta-CROWN's
+    importer) reads every op the profile writes; another opset is the caller's to ask for."""
+    assert (PROFILES["canonical"].default_opset, PROFILES["verifier"].default_opset) == (21, 18)
+    ir = ncet.convert(_seeded(EXAMPLES["lenet"].build), *EXAMPLES["lenet"].input_shapes)
+    for opset, expected in ((None, 18), (18, 18), (21, 21)):
+        exported = ncet.to_onnx(ir, profile="verifier", opset=opset)
+        assert [(o.domain, o.version) for o in exported.opset_import] == [("", expected)]
+    assert ncet.to_onnx(ir).opset_import[0].version == 21
+    assert ncet.export.to_onnx(ir, profile="verifier").SerializeToString() == \
+        ncet.to_onnx(ir, profile="verifier", opset=18).SerializeToString()
+
+
+def test_circular_padding_exports_for_verifiers_at_opset_19():
+    build = next(row[1] for row in OP_ROWS if row[0] == "conv2d-circular")
+    ir, exported = _export_and_run(build, [CONV], profile="verifier", opset=19)
+    assert "Pad" in {n.op_type for n in exported.graph.node}
     _check_verifier_form(ir, exported)
 
 
@@ -172,11 +195,14 @@ def test_profiles_are_data():
     canonical, verifier = PROFILES["canonical"], PROFILES["verifier"]
     assert (canonical.fixed_batch, canonical.ops) == (None, None)
     assert (verifier.fixed_batch, verifier.ops) == (1, VERIFIER_OPS)
+    assert (canonical.default_opset, verifier.default_opset) == (21, 18)
     assert all(verifier.patterns[k] is VERIFIER_PATTERNS.get(k, PATTERNS[k]) for k in operators)
     with pytest.raises(TypeError):
         PROFILES["mine"] = canonical
     with pytest.raises(ValueError, match="missing"):
         Profile("partial", "", None, None, {"ReLU": PATTERNS["ReLU"]})
+    with pytest.raises(ValueError, match="default_opset"):
+        Profile("old", "", None, None, PATTERNS, default_opset=17)
 
 
 @pytest.mark.parametrize("slope, refused", [(0.125, False), (0.1, True)])

@@ -61,12 +61,19 @@ def lint_tools() -> tuple[str, ...]:
     return tuple(LINT_TOOLS)
 
 
+def _opset(args: argparse.Namespace, profile: str) -> int:
+    """--opset, or the profile's default (canonical 21, verifier 18)."""
+    from ..export import DEFAULT_OPSET, PROFILES
+
+    if args.opset is not None:
+        return args.opset
+    return PROFILES[profile].default_opset if profile in PROFILES else DEFAULT_OPSET
+
+
 def asked_export(args: argparse.Namespace) -> ExportFacts:
     """What the options ask for, with nothing exported (the model does not convert)."""
-    from ..export import DEFAULT_OPSET
-
-    return ExportFacts(args.profile or DEFAULT_PROFILE, args.batch,
-                       DEFAULT_OPSET if args.opset is None else args.opset)
+    profile = args.profile or DEFAULT_PROFILE
+    return ExportFacts(profile, args.batch, _opset(args, profile))
 
 
 def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
@@ -81,10 +88,10 @@ def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
         ExportOptionError: to_onnx refuses the arguments (a batch or opset the profile does
             not take), or `path` cannot be written.
     """
-    from ..export import DEFAULT_OPSET, ExportError
+    from ..export import ExportError
 
     profile = args.profile or DEFAULT_PROFILE
-    opset = DEFAULT_OPSET if args.opset is None else args.opset
+    opset = _opset(args, profile)
     asked = {"profile": profile, "batch": args.batch, "opset": opset}
     try:
         model = ncet.to_onnx(ir, path, **asked)

@@ -208,7 +208,8 @@ def _export_options() -> argparse.ArgumentParser:
         "a fixed batch size for the file's inputs and outputs (default: a symbolic batch "
         "axis N)"))
     group.add_argument("--opset", type=_opset, default=None, metavar="K", help=(
-        "the ONNX opset of the default domain, 18 or later (default 21, the tested one)"))
+        "the ONNX opset of the default domain, 18 or later (default: the profile's, canonical "
+        "21, verifier 18)"))
     group.add_argument("--lint", action="append", default=[], metavar="TOOL", help=(
         "list every node TOOL would reject or silently mis-handle: one of "
         f"{', '.join(LINT_TOOL_NAMES)}; repeat for several tools (--lint eran --lint "

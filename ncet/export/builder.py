@@ -2,15 +2,21 @@
 
 from __future__ import annotations
 
+import sys
+
 import onnx
 import torch
-from onnx import TensorProto, helper, numpy_helper
+from onnx import AttributeProto, TensorProto, helper, numpy_helper
 
 from ..errors import NCETError
 from ..ir import GraphIR, IRNode
 
 ELEMENT_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE}
 """The IR dtypes this export writes, with their ONNX element types."""
+
+_RAW_TYPES = {torch.float32: TensorProto.FLOAT, torch.float64: TensorProto.DOUBLE}
+"""Constant dtypes written directly as raw little-endian bytes (others go through
+`numpy_helper.from_array`, which gives the same fields)."""
 
 
 class ExportError(NCETError):
@@ -36,28 +42,49 @@ def provenance(node: IRNode) -> str:
     return "; ".join(parts)
 
 
+def add_attribute(node: onnx.NodeProto, key: str, value) -> None:
+    """Append `key=value` to `node`, as `helper.make_attribute` writes it (the same fields
+    set, so the same bytes) for the values patterns use: ints, floats, non-empty lists of
+    ints; anything else goes through `make_attribute` itself."""
+    kind = type(value)
+    if kind is int:
+        node.attribute.add(name=key, i=value, type=AttributeProto.INT)
+    elif kind is float:
+        node.attribute.add(name=key, f=value, type=AttributeProto.FLOAT)
+    elif kind is list and value and all(type(v) is int for v in value):
+        node.attribute.add(name=key, ints=value, type=AttributeProto.INTS)
+    else:
+        node.attribute.append(helper.make_attribute(key, value))
+
+
 class GraphBuilder:
-    """Collects the ONNX nodes, initializers and value names of one export.
+    """Writes the ONNX nodes, initializers and value infos of one export into `graph`.
 
     Every value name is unique across graph inputs, initializers and node outputs; a GraphIR
     whose names collide is refused rather than renamed, so names stay the IR's. With `ops`
     (a profile's op set), a node of any other ONNX op type is refused: a pattern that would
     step outside its profile is caught here, whichever pattern it is.
+
+    The protos are built in place (`graph.node.add(...)`), not by `onnx.helper`'s functions
+    and `make_graph`'s copies, with the fields those functions set and nothing else, so the
+    bytes are theirs (tests/test_export_bytes.py rebuilds each proto with the helpers).
     """
 
     def __init__(self, ir: GraphIR, batch: int | None, opset: int,
-                 ops: frozenset[str] | None = None, profile: str = "canonical"):
+                 ops: frozenset[str] | None = None, profile: str = "canonical",
+                 graph: onnx.GraphProto | None = None):
         self.ir = ir
         self.opset = opset
         self.ops = ops
         self.profile = profile
         self.batch_dim: int | str = "N" if batch is None else batch
         self.batch = batch
-        self.nodes: list[onnx.NodeProto] = []
-        self.initializers: list[onnx.TensorProto] = []
+        self.graph = onnx.GraphProto() if graph is None else graph
         self.names: set[str] = set()
         self.current: IRNode | None = None
         self._counter = 0
+        self._doc: tuple[IRNode | None, str] = (None, "")
+        self._types: dict[tuple[str, tuple[int, ...]], onnx.TypeProto] = {}
 
     def claim(self, name: str) -> str:
         if name in self.names:
@@ -74,29 +101,38 @@ class GraphBuilder:
     def constant(self, name: str, tensor: torch.Tensor) -> None:
         """One of the IR's constants, as an initializer with the same bytes."""
         self.claim(name)
-        array = tensor.detach().cpu().contiguous().numpy()
-        self.initializers.append(numpy_helper.from_array(array, name))
+        t = (tensor.detach() if tensor.requires_grad else tensor).cpu().contiguous()
+        element = _RAW_TYPES.get(t.dtype)
+        if element is None or not name or sys.byteorder != "little":
+            self.graph.initializer.append(numpy_helper.from_array(t.numpy(), name))
+            return
+        self.graph.initializer.add(dims=t.shape, name=name, raw_data=t.numpy().tobytes(),
+                                   data_type=element)
+
+    def _raw(self, name: str, array: torch.Tensor) -> None:
+        """A float initializer of the graph's dtype holding `array`'s bytes."""
+        self.graph.initializer.add(dims=array.shape, name=name,
+                                   raw_data=array.numpy().tobytes(),
+                                   data_type=_RAW_TYPES[array.dtype])
 
     def ints(self, suffix: str, values: list[int]) -> str:
         """A static int64 initializer (shapes, axes, pads) for the current node."""
         name = self.helper_name(suffix)
-        self.initializers.append(helper.make_tensor(name, TensorProto.INT64, [len(values)],
-                                                    [int(v) for v in values]))
+        self.graph.initializer.add(data_type=TensorProto.INT64, name=name,
+                                   dims=[len(values)], int64_data=[int(v) for v in values])
         return name
 
     def scalar(self, suffix: str, value: float, dtype: str) -> str:
         """A 0-d float initializer of the graph's dtype (a scalar operand or alpha)."""
         name = self.helper_name(suffix)
-        array = torch.tensor(value, dtype=getattr(torch, dtype)).numpy()
-        self.initializers.append(numpy_helper.from_array(array, name))
+        self._raw(name, torch.tensor(value, dtype=getattr(torch, dtype)))
         return name
 
     def scalar_vector(self, suffix: str, value: float, length: int, dtype: str) -> str:
         """A 1-d float initializer filled with `value` (BatchNormalization's scale of ones or
         bias of zeros where the IR has none: x * 1 and x + 0 are exact)."""
         name = self.helper_name(suffix)
-        array = torch.full((length,), value, dtype=getattr(torch, dtype)).numpy()
-        self.initializers.append(numpy_helper.from_array(array, name))
+        self._raw(name, torch.full((length,), value, dtype=getattr(torch, dtype)))
         return name
 
     def node(self, op: str, inputs: list[str], output: str | None = None, **attrs) -> str:
@@ -111,11 +147,24 @@ class GraphBuilder:
             output = self.helper_name(f"{op}_{self._counter}")
         else:
             self.claim(output)
-        self.nodes.append(helper.make_node(
-            op, inputs, [output], name=f"{ir_node.name}/{op}/{len(self.nodes)}",
-            doc_string=provenance(ir_node), **attrs))
+        if self._doc[0] is not ir_node:  # one doc_string per IR node, shared by its pattern
+            self._doc = (ir_node, provenance(ir_node))
+        nodes = self.graph.node
+        proto = nodes.add(op_type=op, input=inputs, output=[output],
+                          name=f"{ir_node.name}/{op}/{len(nodes)}", doc_string=self._doc[1])
+        for key in sorted(attrs):  # make_node's order, None meaning absent
+            if attrs[key] is not None:
+                add_attribute(proto, key, attrs[key])
         return output
 
-    def value_info(self, name: str, dtype: str, shape: tuple[int, ...]):
-        return helper.make_tensor_value_info(name, ELEMENT_TYPES[dtype],
-                                             [self.batch_dim, *shape])
+    def value_info(self, name: str, dtype: str, shape: tuple[int, ...],
+                   into=None) -> onnx.ValueInfoProto:
+        """The ValueInfoProto `helper.make_tensor_value_info` writes for the value `name` of
+        per-sample `shape`, appended to `into` (a repeated field of the graph)."""
+        key = (dtype, shape)
+        kind = self._types.get(key)
+        if kind is None:  # one TypeProto per dtype and shape, copied into each value
+            kind = self._types[key] = helper.make_tensor_type_proto(
+                ELEMENT_TYPES[dtype], [self.batch_dim, *shape])
+        return (into.add(name=name, type=kind) if into is not None
+                else onnx.ValueInfoProto(name=name, type=kind))

@@ -2,25 +2,27 @@
 
 from __future__ import annotations
 
-import hashlib
+import functools
 import os
-import tempfile
 
 import onnx
 import torch
 from onnx import helper
 
 from ..format.atomic import atomic_writer
-from ..format.file import save
+from ..format.file import file_sha256
+from ..frontend.canonicalize import cyclic_gc_paused  # the export keeps what it allocates
 from ..ir import CONSTANT_ATTRS, GraphIR, IRNode
 from .builder import ELEMENT_TYPES, ExportError, GraphBuilder, refuse
-from .profiles import PROFILES
+from .profiles import CANONICAL, MIN_OPSET, PROFILES
 
-DEFAULT_OPSET = 21
-MIN_OPSET = 18  # ReduceMean's axes and Pad's pads as inputs, Squeeze/Unsqueeze axes inputs
+DEFAULT_OPSET = CANONICAL.default_opset
+"""The canonical profile's opset, the one `to_onnx` writes by default (each profile has its
+own: `Profile.default_opset`)."""
 
 
-def _check_arguments(ir, profile, batch, opset) -> None:
+def _check_arguments(ir, profile, batch, opset) -> int:
+    """Refuse what `to_onnx` does not take; returns the opset (the profile's when None)."""
     if not isinstance(ir, GraphIR):
         raise TypeError(f"to_onnx() expects a GraphIR (from ncet.convert or ncet.load), not "
                         f"{type(ir).__name__}")
@@ -34,9 +36,22 @@ def _check_arguments(ir, profile, batch, opset) -> None:
     if fixed is not None and batch not in (None, fixed):
         raise ValueError(f"the {profile} profile fixes the batch to {fixed}; give batch=None "
                          f"or batch={fixed}, not {batch!r}")
+    if opset is None:
+        return PROFILES[profile].default_opset
     latest = onnx.defs.onnx_opset_version()
     if isinstance(opset, bool) or not isinstance(opset, int) or not MIN_OPSET <= opset <= latest:
         raise ValueError(f"opset must be an int from {MIN_OPSET} to {latest}, not {opset!r}")
+    return opset
+
+
+_DTYPE_NAMES: dict[torch.dtype, str] = {}
+
+
+def _dtype_name(dtype: torch.dtype) -> str:
+    name = _DTYPE_NAMES.get(dtype)
+    if name is None:
+        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
+    return name
 
 
 def _check_dtypes(ir: GraphIR, node: IRNode) -> None:
@@ -50,80 +65,88 @@ def _check_dtypes(ir: GraphIR, node: IRNode) -> None:
     for attr in CONSTANT_ATTRS[node.op_type]:
         const = node.attrs[attr]
         if const is not None:
-            dtype = str(ir.constants[const].dtype).removeprefix("torch.")
+            dtype = _dtype_name(ir.constants[const].dtype)
             if dtype != node.dtype:
                 raise refuse(node, f"constant {const!r} is {dtype}, the node {node.dtype}: "
                                    "ONNX would need a Cast")
 
 
 def graphir_sha256(ir: GraphIR) -> str:
-    """The sha256 of the bytes `ncet.save` writes for `ir`."""
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "graph.ncet")
-        try:
-            save(ir, path)
-        except ValueError as exc:
-            raise ExportError(f"cannot export a GraphIR that cannot be saved: {exc}") from None
-        with open(path, "rb") as f:  # streamed: no second copy of the constants in memory
-            return hashlib.file_digest(f, "sha256").hexdigest()
+    """The sha256 of the bytes `ncet.save` writes for `ir` (hashed, not written)."""
+    try:
+        with cyclic_gc_paused():
+            return file_sha256(ir)
+    except ValueError as exc:
+        raise ExportError(f"cannot export a GraphIR that cannot be saved: {exc}") from None
 
 
-def _outputs(b: GraphBuilder, ir: GraphIR) -> list[onnx.ValueInfoProto]:
+def _outputs(b: GraphBuilder, ir: GraphIR, into) -> None:
     """Graph outputs: the returned values themselves; one returned twice, or an input
     returned as it is, goes through an Identity named `<Output>/<position>`."""
     output = ir.nodes[-1]
     b.current = output
-    infos, seen = [], set()
+    seen = set()
     for position, name in enumerate(output.inputs):
         node = ir.node(name)
         value = name
         if name in seen or node.op_type == "Input":
             value = b.node("Identity", [name], f"{output.name}/{position}")
         seen.add(name)
-        infos.append(b.value_info(value, node.dtype, node.shape))
-    return infos
+        b.value_info(value, node.dtype, node.shape, into)
+
+
+def _returned(ir: GraphIR) -> set[str]:
+    """The IR nodes whose values are graph outputs themselves (so get no value_info)."""
+    return {name for name in ir.nodes[-1].inputs if ir.node(name).op_type != "Input"}
 
 
 def build_model(ir: GraphIR, profile: str = "canonical", batch: int | None = None,
-                opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
-    _check_arguments(ir, profile, batch, opset)
+                opset: int | None = None, graphir_hash: str | None = None
+                ) -> onnx.ModelProto:
+    """The ModelProto `to_onnx` writes; `graphir_hash` is `graphir_sha256(ir)` when the
+    caller has it already."""
+    opset = _check_arguments(ir, profile, batch, opset)
     spec = PROFILES[profile]
     if spec.fixed_batch is not None:
         batch = spec.fixed_batch
-    b = GraphBuilder(ir, batch, opset, spec.ops, spec.name)
-    inputs = []
-    for node in sorted(ir.inputs, key=lambda n: n.attrs["index"]):
-        b.current = node
-        _check_dtypes(ir, node)
-        inputs.append(b.value_info(b.claim(node.name), node.dtype, node.shape))
-    for name, tensor in ir.constants.items():
-        b.constant(name, tensor)
-    value_info = []
-    for node in ir.nodes:
-        if node.op_type in ("Input", "Output"):
-            continue
-        b.current = node
-        _check_dtypes(ir, node)
-        spec.patterns[node.op_type](b, node, list(node.inputs))
-        if node.name not in b.names:
-            raise refuse(node, "internal: the pattern did not produce the node's value")
-        value_info.append(b.value_info(node.name, node.dtype, node.shape))
-    outputs = _outputs(b, ir)
-    returned = {info.name for info in outputs}
-    graph = helper.make_graph(b.nodes, "ncet", inputs, outputs, b.initializers,
-                              doc_string=f"exported by ncet.to_onnx, {profile} profile",
-                              value_info=[v for v in value_info if v.name not in returned])
-    opset_id = helper.make_opsetid("", opset)
-    model = helper.make_model(graph, opset_imports=[opset_id],
-                              ir_version=helper.find_min_ir_version_for([opset_id]),
-                              producer_name="ncet", producer_version=_ncet_version())
-    helper.set_model_props(model, {
-        "ncet.version": _ncet_version(),
-        "ncet.profile": profile,
-        "ncet.graphir.sha256": graphir_sha256(ir),
-        "torch.version": torch.__version__,
-    })
+    with cyclic_gc_paused():
+        # first: a GraphIR that cannot be saved is refused before any constant is read
+        graphir_hash = graphir_hash or graphir_sha256(ir)
+        model = onnx.ModelProto(ir_version=_ir_version(opset), producer_name="ncet",
+                                producer_version=_ncet_version())
+        graph = model.graph
+        b = GraphBuilder(ir, batch, opset, spec.ops, spec.name, graph)
+        for node in sorted(ir.inputs, key=lambda n: n.attrs["index"]):
+            b.current = node
+            _check_dtypes(ir, node)
+            b.value_info(b.claim(node.name), node.dtype, node.shape, graph.input)
+        for name, tensor in ir.constants.items():
+            b.constant(name, tensor)
+        returned, patterns, value_info = _returned(ir), spec.patterns, graph.value_info
+        for node in ir.nodes:
+            if node.op_type in ("Input", "Output"):
+                continue
+            b.current = node
+            _check_dtypes(ir, node)
+            patterns[node.op_type](b, node, list(node.inputs))
+            if node.name not in b.names:
+                raise refuse(node, "internal: the pattern did not produce the node's value")
+            if node.name not in returned:
+                b.value_info(node.name, node.dtype, node.shape, value_info)
+        _outputs(b, ir, graph.output)
+        graph.name = "ncet"
+        graph.doc_string = f"exported by ncet.to_onnx, {profile} profile"
+        model.opset_import.add(domain="", version=opset)
+        for key, value in (("ncet.version", _ncet_version()), ("ncet.profile", profile),
+                           ("ncet.graphir.sha256", graphir_hash),
+                           ("torch.version", torch.__version__)):
+            model.metadata_props.add(key=key, value=value)
     return model
+
+
+@functools.cache
+def _ir_version(opset: int) -> int:
+    return helper.find_min_ir_version_for([helper.make_opsetid("", opset)])
 
 
 def _ncet_version() -> str:
@@ -133,8 +156,9 @@ def _ncet_version() -> str:
 
 
 def to_onnx(ir: GraphIR, path: str | os.PathLike | None = None, *, profile: str = "canonical",
-            batch: int | None = None, opset: int = DEFAULT_OPSET) -> onnx.ModelProto:
-    """Write `ir` as an ONNX model (docs/export.md); see `ncet.to_onnx`."""
+            batch: int | None = None, opset: int | None = None) -> onnx.ModelProto:
+    """Write `ir` as an ONNX model (docs/export.md); see `ncet.to_onnx`. `opset=None` is the
+    profile's `default_opset` (canonical 21, verifier 18)."""
     model = build_model(ir, profile, batch, opset)
     if path is not None:
         with atomic_writer(path) as f:

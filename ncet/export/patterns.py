@@ -87,7 +87,7 @@ def _pool_output(size: int, kernel: int, stride: int, pad: int, dilation: int, c
     return (math.ceil(span / stride) if ceil else span // stride) + 1
 
 
-def _check_pool_shape(b, node, dilation):
+def check_pool_shape(b, node, dilation):
     """ONNX's ceil_mode output size has no PyTorch's rule that the last window starts inside
     the input; where they differ the node is refused."""
     a = node.attrs
@@ -106,7 +106,7 @@ def _avg_pool2d(b, node, xs):
     if a["ceil_mode"] and a["count_include_pad"] and any(a["padding"]):
         raise refuse(node, "ceil_mode with count_include_pad and padding: PyTorch and ONNX "
                            "count the windows that run past the padding differently")
-    _check_pool_shape(b, node, (1, 1))
+    check_pool_shape(b, node, (1, 1))
     ph, pw = a["padding"]
     b.node("AveragePool", xs, node.name, kernel_shape=list(a["kernel_size"]),
            strides=list(a["stride"]), pads=[ph, pw, ph, pw], ceil_mode=int(a["ceil_mode"]),
@@ -115,7 +115,7 @@ def _avg_pool2d(b, node, xs):
 
 def _max_pool2d(b, node, xs):
     a = node.attrs
-    _check_pool_shape(b, node, a["dilation"])
+    check_pool_shape(b, node, a["dilation"])
     ph, pw = a["padding"]
     b.node("MaxPool", xs, node.name, kernel_shape=list(a["kernel_size"]),
            strides=list(a["stride"]), pads=[ph, pw, ph, pw], dilations=list(a["dilation"]),

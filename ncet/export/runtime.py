@@ -17,7 +17,7 @@ from ..exactness.arithmetic import ArithmeticModel
 from ..exactness.report import VALUE_SAMPLE_SIZE, ExactnessReport
 from ..exactness.runtime_check import check_runtime
 from ..ir import CONSTANT_ATTRS, GraphIR
-from .builder import ELEMENT_TYPES
+from .builder import ELEMENT_TYPES, ExportError
 from .model import build_model, graphir_sha256
 
 PROBE_ELEMENTS = 1 << 17
@@ -115,9 +115,46 @@ def probe_onnxruntime(threads: int = 0) -> list[str]:
     return found
 
 
+def _calling_thread_environment() -> tuple[bool, ...]:
+    """What the probes test, read on the calling thread in numpy (a few microseconds): per
+    dtype, whether a subnormal operand reads as zero, a subnormal result is flushed, and
+    1 +- e, -1 +- e fail to round back (another rounding mode). All False: IEEE 754 round
+    to nearest with gradual underflow."""
+    seen = []
+    with np.errstate(all="ignore"):
+        for kind, e in ((np.float32, 2.0 ** -30), (np.float64, 2.0 ** -60)):
+            tiny, e, one = np.finfo(kind).tiny, kind(e), kind(1.0)
+            seen += [kind(tiny / 2) * kind(3.0) == 0, kind(tiny) * kind(0.5) == 0,
+                     one + e != one, one - e != one, -one + e != -one, -one - e != -one]
+    return tuple(bool(v) for v in seen)
+
+
+_PROBED: dict[tuple, tuple[str, ...]] = {}
+"""probe_onnxruntime's findings in this process, by (onnxruntime version, threads, cores,
+the calling thread's floating-point environment)."""
+
+
+def probed_onnxruntime(threads: int = 0) -> list[str]:
+    """`probe_onnxruntime(threads)`, run once per process for each onnxruntime version,
+    thread count and floating-point environment of the calling thread.
+
+    What the probes find is a property of the sessions this process creates: their intra-op
+    threads are created by the calling thread and inherit its floating-point environment.
+    The cache key holds that environment, read afresh on every call
+    (`_calling_thread_environment`), so a thread that turned on flush-to-zero since (a
+    library built with -ffast-math, say) is probed again rather than given the old answer;
+    the key also holds the thread count and `os.cpu_count()` (the probes' size). The cache
+    lives in memory only: another process probes its own threads."""
+    key = (ort.__version__, threads, os.cpu_count(), _calling_thread_environment())
+    if key not in _PROBED:
+        _PROBED[key] = tuple(probe_onnxruntime(threads))
+    return list(_PROBED[key])
+
+
 def read_onnxruntime_arithmetic(threads: int = 0) -> ArithmeticModel:
-    """The arithmetic onnxruntime is declared to follow, with what its probes found."""
-    outside = probe_onnxruntime(threads)
+    """The arithmetic onnxruntime is declared to follow, with what its probes found (once per
+    process and environment: `probed_onnxruntime`)."""
+    outside = probed_onnxruntime(threads)
     notes = ["IEEE 754 binary arithmetic, round to nearest, any summation order, FMA allowed",
              "u = 2^-24 (float32), 2^-53 (float64); underflow: eta = smallest normal per "
              "rounding, results may flush to zero", *ORT_ASSUMPTIONS]
@@ -188,15 +225,17 @@ def _bare(proto):
     return copy.SerializeToString(deterministic=True)
 
 
-def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None
-                      ) -> dict[str, str]:
+def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
+                      graphir_hash: str | None = None) -> dict[str, str]:
     """IR node name -> how the file departs from what `to_onnx` writes for `ir` in the
     file's own profile, batch and opset (the export is deterministic): a node of the
     node's pattern with another op type, domain, inputs or attributes (subgraphs included),
     missing, or added; an initializer of its own (an IR constant or a pattern's helper) with
     other bytes or missing; a graph output that is not the export's (at the IR node it
     returns). What no IR node owns (an added node, a local function, another domain) is a
-    fault at every returned node: the file is not the export of this GraphIR."""
+    fault at every returned node: the file is not the export of this GraphIR.
+    `graphir_hash` is `graphir_sha256(ir)` when the caller has it (the rebuilt export's
+    metadata is not compared, but building it would hash the GraphIR again)."""
     operators = [n.name for n in ir.nodes if n.op_type not in ("Input", "Output")]
     if not operators:
         return {}
@@ -204,7 +243,7 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None
     props = {p.key: p.value for p in model.metadata_props}
     profile = props.get("ncet.profile")
     try:
-        reference = build_model(ir, profile, batch, _opset(model))
+        reference = build_model(ir, profile, batch, _opset(model), graphir_hash)
     except Exception as exc:  # noqa: BLE001 - any reason the export cannot be rebuilt
         reason = (f"the file cannot be compared with this GraphIR's export (profile "
                   f"{profile!r}, batch {batch}, opset {_opset(model)}): "
@@ -304,14 +343,21 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
                         f"not {type(ir).__name__}")
     model = _load(onnx_model)
     batch = _fixed_batch(ir, model.graph)
-    faults = structural_faults(ir, model, batch)
+    digest, unsaveable = None, None
+    try:  # once, for the comparison with the export and for the file's stamp
+        digest = graphir_sha256(ir)
+    except ExportError as exc:  # raised below, after the file's own errors, as before
+        unsaveable = exc
+    faults = structural_faults(ir, model, batch, digest)
     if len(model.graph.output) != len(ir.outputs):
         raise ValueError(f"the file has {len(model.graph.output)} outputs, the GraphIR "
                          f"{len(ir.outputs)}: was it exported from this GraphIR?")
     run = onnxruntime_runner(ir, model, threads)
     props = {p.key: p.value for p in model.metadata_props}
     stamp = props.get("ncet.graphir.sha256")
-    origin = "" if stamp == graphir_sha256(ir) else \
+    if unsaveable is not None:
+        raise unsaveable
+    origin = "" if stamp == digest else \
         ("; the file's ncet.graphir.sha256 is not this GraphIR's" if stamp else
          "; the file carries no ncet.graphir.sha256")
     report = check_runtime(ir, run, *inputs, runtime=f"onnxruntime {ort.__version__}",

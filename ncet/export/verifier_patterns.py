@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .builder import refuse
-from .patterns import Pattern, reshape_to
+from .patterns import PATTERNS, Pattern, check_pool_shape, reshape_to
 
 
 def _linear(b, node, xs):
@@ -46,6 +46,21 @@ def _leaky_relu(b, node, xs):
     b.node("LeakyRelu", xs, node.name, alpha=slope)
 
 
+def _avg_pool2d(b, node, xs):
+    """Without padding, `AveragePool` with no `pads` and no `count_include_pad`: every window
+    lies inside the input, so both divisors are the window's size, and the attributes that
+    onnx2pytorch (alpha-beta-CROWN's importer) refuses or mis-reads are not written. With
+    padding, as the canonical profile writes it."""
+    a = node.attrs
+    if any(a["padding"]) or a["divisor_override"] is not None:
+        PATTERNS["AvgPool2d"](b, node, xs)
+        return
+    ceil = {"ceil_mode": 1} if a["ceil_mode"] else {}
+    check_pool_shape(b, node, (1, 1))
+    b.node("AveragePool", xs, node.name, kernel_shape=list(a["kernel_size"]),
+           strides=list(a["stride"]), **ceil)
+
+
 def _index(b, node, xs):
     starts, ends, axes, steps = [], [], [], []
     axis = 1
@@ -74,6 +89,7 @@ def _index(b, node, xs):
 VERIFIER_PATTERNS: dict[str, Pattern] = {
     "Linear": _linear,
     "LeakyReLU": _leaky_relu,
+    "AvgPool2d": _avg_pool2d,
     "Flatten": _to_shape,
     "Reshape": _to_shape,
     "GetItem": _index,

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import sys
 from collections.abc import Mapping
+from types import MappingProxyType
 
 import torch
 
@@ -55,22 +57,49 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
             constant that is not a dense tensor of an allowed dtype, or anything else that
             `load`'s header schema would reject.
     """
+    chunks = _chunks(ir, "save")  # every check runs before the file is opened
+    with atomic_writer(path) as f:  # a failed or concurrent write never leaves a mixed file
+        for chunk in chunks:
+            f.write(chunk)
+
+
+def file_sha256(ir: GraphIR) -> str:
+    """The sha256 of the bytes `save` writes for `ir`, computed without writing them.
+
+    Example:
+        >>> save(ir, "net.ncet")
+        >>> file_sha256(ir) == hashlib.sha256(open("net.ncet", "rb").read()).hexdigest()
+        True
+
+    Raises:
+        TypeError, ValueError: As `save`, for the same GraphIRs.
+    """
+    digest = hashlib.sha256()
+    for chunk in _chunks(ir, "file_sha256"):
+        digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _chunks(ir: GraphIR, caller: str) -> list:
+    """The bytes of `ir`'s file, in order: the prefix and header, then each constant's
+    padding and bytes (views of the tensors, not copies). `save` writes them and
+    `file_sha256` hashes them, so the two cannot disagree."""
     if not isinstance(ir, GraphIR):
-        raise TypeError(f"save() expects a GraphIR, got {type(ir).__name__}")
+        raise TypeError(f"{caller}() expects a GraphIR, got {type(ir).__name__}")
     header, blobs, data_len = _encode(ir)
     try:
         check_header(header, data_len)
     except GraphIRFormatError as exc:
         raise ValueError(f"cannot save this GraphIR: {exc}") from None
     text = CANONICAL.encode(header).encode("ascii")
-    with atomic_writer(path) as f:  # a failed or concurrent write never leaves a mixed file
-        f.write(PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text)
-        f.write(bytes(aligned(PREFIX.size + len(text)) - PREFIX.size - len(text)))
-        position = 0
-        for entry, blob in zip(header["constants"], blobs, strict=True):
-            f.write(bytes(entry["offset"] - position))
-            f.write(blob)
-            position = entry["offset"] + entry["nbytes"]
+    chunks = [PREFIX.pack(MAGIC, FORMAT_VERSION, len(text)) + text,
+              bytes(aligned(PREFIX.size + len(text)) - PREFIX.size - len(text))]
+    position = 0
+    for entry, blob in zip(header["constants"], blobs, strict=True):
+        chunks.append(bytes(entry["offset"] - position))
+        chunks.append(blob)
+        position = entry["offset"] + entry["nbytes"]
+    return chunks
 
 
 def load(path: str | os.PathLike, *, verify: bool = True, max_check_bytes: int | None = None,
@@ -188,19 +217,30 @@ def _read_padding(f, n: int, what: str) -> None:
         fail("file", f"non-zero bytes in {what}")
 
 
+_SCALARS = frozenset({int, float, str, bool, type(None)})
+_SOURCE_KEYS = tuple(sorted(SOURCE_KEYS))
+
+
 def _plain(value):
     """Tuples and mappings as JSON lists and objects; everything else as it is."""
+    kind = type(value)  # exact types first: the ABC check below costs ~1 us a value
+    if kind in _SCALARS:
+        return value
+    if kind is list or kind is tuple:
+        return [v if type(v) in _SCALARS else _plain(v) for v in value]
+    if kind is MappingProxyType or kind is dict:  # IRNode.attrs is a mappingproxy
+        return {k: v if type(v) in _SCALARS else _plain(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
         return [_plain(v) for v in value]
     return {k: _plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
 
 
-def _encode(ir: GraphIR) -> tuple[dict, list[bytearray], int]:
+def _encode(ir: GraphIR) -> tuple[dict, list[memoryview], int]:
     """The header, each constant's little-endian bytes, and the data section's length."""
     nodes = [{
         "name": n.name, "op_type": n.op_type, "inputs": list(n.inputs),
         "attrs": _plain(n.attrs), "shape": _plain(n.shape), "dtype": n.dtype,
-        "source": {k: getattr(n.source, k) for k in sorted(SOURCE_KEYS)},
+        "source": {k: getattr(n.source, k) for k in _SOURCE_KEYS},
     } for n in ir.nodes]
     names = {dtype: name for name, dtype in DTYPES.items()}
     entries, blobs, end = [], [], 0
@@ -211,17 +251,18 @@ def _encode(ir: GraphIR) -> tuple[dict, list[bytearray], int]:
                    if isinstance(tensor, torch.Tensor) else type(tensor).__name__)
             raise ValueError(f"cannot save constant {name!r}: expected a dense tensor of "
                              f"dtype {sorted(DTYPES)}, got {got}")
-        t = tensor.detach().cpu().contiguous()
-        raw = t.reshape(-1).view(torch.uint8)
+        t = (tensor.detach() if tensor.requires_grad else tensor).cpu().contiguous()
         if sys.byteorder == "big":  # the file is little-endian
-            raw = raw.reshape(-1, t.element_size()).flip(1).reshape(-1)
-        blob = bytearray(raw.numel())
-        if blob:  # frombuffer refuses empty buffers
-            torch.frombuffer(blob, dtype=torch.uint8).copy_(raw)
+            raw = t.reshape(-1).view(torch.uint8)
+            blob = memoryview(raw.reshape(-1, t.element_size()).flip(1).reshape(-1).numpy())
+        elif t.dtype is torch.bfloat16:  # numpy has no bfloat16: its bytes as uint8
+            blob = memoryview(t.reshape(-1).view(torch.uint8).numpy())
+        else:
+            blob = memoryview(t.numpy())  # the tensor's own bytes: no copy to hash or write
         entries.append({"name": name, "dtype": names[t.dtype], "shape": list(t.shape),
-                        "offset": aligned(end), "nbytes": len(blob)})
+                        "offset": aligned(end), "nbytes": blob.nbytes})
         blobs.append(blob)
-        end = aligned(end) + len(blob)
+        end = aligned(end) + blob.nbytes
     header = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "nodes": nodes,
               "constants": entries}
     return header, blobs, end

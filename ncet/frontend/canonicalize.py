@@ -46,7 +46,7 @@ def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
         TraceError: The model cannot be traced (always raised; `diagnose` catches it).
         ConversionError: With `first_error_only`, the first node outside the boundary.
     """
-    with _cyclic_gc_paused():
+    with cyclic_gc_paused():
         traced = trace_model(model, len(input_shapes))
         rewritten, refused = rewrite_graph(traced.graph, traced.call_modules()) if rewrite \
             else ({}, {})
@@ -66,11 +66,12 @@ def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
 
 
 @contextlib.contextmanager
-def _cyclic_gc_paused():
+def cyclic_gc_paused():
     """Pause Python's cyclic garbage collector (reference counting still frees everything
-    that is not in a cycle). Tracing and the walk allocate a few dozen objects per FX node
-    and keep them alive, so the collector's passes find nothing to free yet cost ~15% of a
-    large conversion. The previous state is restored, also on errors."""
+    that is not in a cycle). Tracing and the walk (and `to_onnx`'s build) allocate a few
+    dozen objects per node and keep them alive, so the collector's passes find nothing to
+    free yet cost ~15% of a large conversion. The previous state is restored, also on
+    errors."""
     enabled = gc.isenabled()
     gc.disable()
     try:

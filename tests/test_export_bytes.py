@@ -1,0 +1,130 @@
+"""to_onnx builds its protos in place, not through onnx.helper: every file it writes is held
+here to the bytes of the same model rebuilt with onnx.helper's functions (make_node,
+make_tensor_value_info, numpy_helper.from_array, make_tensor, make_graph, make_model,
+set_model_props), the path the export took before; and the GraphIR hash in its metadata to
+the sha256 of the file `ncet.save` writes."""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+
+import pytest
+import torch
+
+import ncet
+from benchmarks.scale import build as build_family
+from ncet.examples import EXAMPLES
+from tests.test_export import OP_ROWS, _seeded
+
+onnx = pytest.importorskip("onnx")
+
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+from ncet.export import ExportError  # noqa: E402
+from ncet.format.file import file_sha256  # noqa: E402
+
+
+def _family(name: str, nodes: int):
+    model, shape = build_family(name, nodes, 16)
+    return lambda: model, [shape]
+
+
+MODELS = [
+    *[(row[0], row[1], row[2]) for row in OP_ROWS],
+    *[(name, e.build, list(e.input_shapes)) for name, e in EXAMPLES.items() if e.converts],
+    ("scale-mlp", *_family("mlp", 60)),
+    ("scale-resnet", *_family("resnet", 60)),
+]
+"""(id, builder, per-sample input shapes): every op row, the bundled examples, and small
+models of both benchmarks/scale.py families."""
+
+
+def _value_info(info):
+    dims = [d.dim_param if d.HasField("dim_param") else d.dim_value
+            for d in info.type.tensor_type.shape.dim]
+    return helper.make_tensor_value_info(info.name, info.type.tensor_type.elem_type, dims)
+
+
+def _initializer(tensor):
+    if tensor.data_type == TensorProto.INT64 and not tensor.HasField("raw_data"):
+        return helper.make_tensor(tensor.name, TensorProto.INT64, list(tensor.dims),
+                                  [int(v) for v in tensor.int64_data])
+    return numpy_helper.from_array(numpy_helper.to_array(tensor), tensor.name)
+
+
+def rebuilt_with_helpers(model: onnx.ModelProto) -> onnx.ModelProto:
+    """`model` rebuilt field by field through onnx.helper, as to_onnx once built it."""
+    g = model.graph
+    nodes = [helper.make_node(n.op_type, list(n.input), list(n.output), name=n.name,
+                              doc_string=n.doc_string,
+                              **{a.name: helper.get_attribute_value(a) for a in n.attribute})
+             for n in g.node]
+    graph = helper.make_graph(nodes, g.name, [_value_info(v) for v in g.input],
+                              [_value_info(v) for v in g.output],
+                              [_initializer(t) for t in g.initializer], doc_string=g.doc_string,
+                              value_info=[_value_info(v) for v in g.value_info])
+    opsets = [helper.make_opsetid(o.domain, o.version) for o in model.opset_import]
+    rebuilt = helper.make_model(graph, opset_imports=opsets,
+                                ir_version=helper.find_min_ir_version_for(opsets),
+                                producer_name=model.producer_name,
+                                producer_version=model.producer_version)
+    helper.set_model_props(rebuilt, {p.key: p.value for p in model.metadata_props})
+    return rebuilt
+
+
+def _exports(build, shapes, dtype):
+    ir = ncet.convert(_seeded(build).to(dtype), *shapes, dtype=dtype)
+    for profile, batch, opset in (("canonical", None, None), ("canonical", 3, 18),
+                                  ("verifier", None, None), ("verifier", None, 21)):
+        try:
+            yield ir, ncet.to_onnx(ir, profile=profile, batch=batch, opset=opset)
+        except ExportError:  # a refusal (tests/test_export_verifier.py checks which)
+            continue
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
+@pytest.mark.parametrize("case", MODELS, ids=lambda c: c[0])
+def test_the_bytes_are_those_onnx_helper_builds(case, dtype):
+    _, build, shapes = case
+    exports = list(_exports(build, shapes, dtype))
+    assert exports or dtype == torch.float64, "every float32 row exports in some profile"
+    for _, model in exports:
+        data = model.SerializeToString()
+        assert data == rebuilt_with_helpers(model).SerializeToString()
+        assert onnx.load_from_string(data).SerializeToString() == data
+
+
+def test_the_graphir_hash_is_the_saved_files(tmp_path):
+    for name in ("mlp", "residual_cnn"):
+        example = EXAMPLES[name]
+        ir = ncet.convert(_seeded(example.build), *example.input_shapes)
+        path = tmp_path / f"{name}.ncet"
+        ncet.save(ir, path)
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+        assert file_sha256(ir) == digest
+        props = {p.key: p.value for p in ncet.to_onnx(ir).metadata_props}
+        assert props["ncet.graphir.sha256"] == digest
+
+
+def test_file_sha256_refuses_what_save_refuses():
+    with pytest.raises(TypeError, match="file_sha256\\(\\) expects a GraphIR"):
+        file_sha256("net.ncet")
+    ir = ncet.convert(_seeded(lambda: torch.nn.Linear(3, 2)), (3,))
+    odd = ncet.ir.GraphIR(ir.nodes, {**ir.constants, "extra": torch.zeros(2).to_sparse()})
+    with pytest.raises(ValueError, match="cannot save constant 'extra'"):
+        file_sha256(odd)
+    with pytest.raises(ExportError, match="cannot export a GraphIR that cannot be saved"):
+        ncet.to_onnx(odd)
+
+
+@pytest.mark.parametrize("enabled", [True, False])
+def test_the_export_leaves_the_garbage_collector_as_it_was(enabled):
+    was = gc.isenabled()
+    try:
+        (gc.enable if enabled else gc.disable)()
+        ir = ncet.convert(_seeded(EXAMPLES["mlp"].build), *EXAMPLES["mlp"].input_shapes)
+        ncet.to_onnx(ir)
+        assert gc.isenabled() == enabled
+    finally:
+        (gc.enable if was else gc.disable)()
