@@ -211,3 +211,18 @@ def test_the_workbench_tabs_and_constants_agree():
         assert bench._summary is None
         bench.selected_index = workbench.SUMMARY_TAB
         assert bench.children[workbench.SUMMARY_TAB].children == (bench.summary,)
+
+
+def test_the_drawing_as_it_is_shown_downloads_as_svg():
+    import base64
+    import re
+
+    from ncet.widgets.graph_view import GraphView
+
+    model, shapes = load_example("lenet")
+    view = GraphView(ncet.convert(model, *shapes))
+    assert view.svg_link.children == ()  # made on a click only: the SVG can be large
+    view.svg_button.click()
+    (link,) = view.svg_link.children
+    data = re.search(r'href="data:image/svg\+xml;base64,([^"]+)"', link.value).group(1)
+    assert base64.b64decode(data).decode() == view.canvas.svg

@@ -107,7 +107,15 @@ class GraphView(StaticFallback, W.VBox):
         else:
             self.canvas = W.HTML(f"<p>{escape(INSTALL_HINT)}.</p>" + _figure_html(ir))
         self.canvas.add_class("ncet-graph-figure")
-        tools = W.HBox([self.close_all, self.open_all, self.info],
+        self.svg_button = W.Button(description="SVG of this view", icon="download",
+                                   layout=W.Layout(width="auto", flex="0 0 auto"))
+        self.svg_button.add_class("ncet-graph-svg")
+        self.svg_link = W.HBox()  # the download link, made on a click (the SVG is large)
+        self.svg_button.on_click(lambda _: self._offer_svg())
+        if not dot_available():
+            self.svg_button.layout.display = "none"
+        tools = W.HBox([self.close_all, self.open_all, self.svg_button, self.svg_link,
+                        self.info],
                        layout=W.Layout(flex_flow="row wrap", align_items="center"))
         super().__init__([tools, self.canvas])
         self.add_class("ncet-graph-view")
@@ -175,7 +183,16 @@ class GraphView(StaticFallback, W.VBox):
         self.expanded = expanded | {ROOT}
         self._draw(focus)
 
+    def _offer_svg(self) -> None:
+        """A download link for the drawing as it is now (its open and closed groups)."""
+        from .downloads import download_link
+
+        if isinstance(self.canvas, GraphCanvas):  # without Graphviz the button is hidden
+            self.svg_link.children = [download_link(self.canvas.svg, "graph.svg",
+                                                    "image/svg+xml")]
+
     def _draw(self, focus: str = "") -> None:
+        self.svg_link.children = ()
         shown = self.groups.visible(self.expanded)
         closed = len(shown.boxes)
         self.info.value = (f"{len(self.ir.nodes)} nodes in {len(self.groups.groups) - 1} "
