@@ -7,10 +7,11 @@ on random models, and the reports are held to the relation of docs/exactness.md 
 * identical: the verdict, the first violation, the unchecked and suspicious nodes, and per
   node and output everything that does not depend on the bound (the errors, the errors at
   the worst element, the violation counts, the notes);
-* every bound (node-local and end to end, at the worst element; the outputs'; the
-  sensitivity) within float64 rounding of the reference's, B_fast >= B_ref (1 - 2^-40),
-  and, because the float32 route rounds its float32 sums up, at most B_ref (1 + 2^-10),
-  equal to float64 rounding on graphs without float32 Linear/Conv2d;
+* every bound (node-local and end to end, at the worst element; the largest end-to-end
+  bound; the outputs'; the sensitivity) within float64 rounding of the reference's,
+  B_fast >= B_ref (1 - 2^-40), and, because the float32 route rounds its float32 sums up,
+  at most B_ref (1 + 2^-10), equal to float64 rounding on graphs without float32
+  Linear/Conv2d;
 * every ratio (and median ratio, and suspicion) the same relation inverted, since the
   errors are the same.
 """
@@ -41,7 +42,7 @@ FLOAT32_ROUNDING_UP = 2.0 ** -10
 rounded up by 1 / (1 - gamma_n(2^-24)) and n eta (about 2 n 2^-24 relative), and radii by
 one float32 spacing (2^-23), compounded along a path of such layers."""
 
-BOUNDS = ("local_bound", "e2e_bound", "sensitivity")
+BOUNDS = ("local_bound", "e2e_bound", "e2e_max_bound", "sensitivity")
 RATIOS = ("local_ratio", "local_median_ratio", "e2e_ratio", "e2e_median_ratio", "suspicion")
 
 

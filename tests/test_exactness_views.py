@@ -21,7 +21,15 @@ from ncet import render
 from ncet.render.html import render_report, verdict
 
 sys.path.insert(0, str(Path(__file__).parent))
-from test_faults import dtype_recorded_wrong, eps_ignored, relu_for_leaky, zoo  # noqa: E402
+from test_faults import (  # noqa: E402
+    dtype_recorded_wrong,
+    eps_ignored,
+    node_inserted,
+    relu_for_leaky,
+    slope_changed,
+    weight_transposed,
+    zoo,
+)
 
 SHAPE = (3, 6, 8)
 
@@ -71,6 +79,25 @@ def test_a_seeded_fault_has_one_root_cause_and_its_consequences_are_not_certifie
         assert report.output_status(output) == "not certified"
         assert report.caused_by(output.name, output=True) == ("bn",)
     assert "root cause(s): 'bn'" in report.summary()
+
+
+@pytest.mark.parametrize(("second", "node"), [(slope_changed, "leaky_relu"),
+                                              (weight_transposed, "lin")],
+                         ids=["bn then leaky_relu", "bn then lin"])
+def test_a_second_fault_after_the_first_is_a_root_cause_too(second, node):
+    """The node-local check runs on PyTorch's own inputs: a fault downstream of another is
+    still seen at its node, and singled out as a root cause, not hidden as a consequence."""
+    _, report = checked(lambda ir: second(eps_ignored(ir)))
+    assert [e.name for e in report.root_causes] == ["bn", node]
+    assert report.status(node) == "root cause" and report.status("conv") == "certified"
+
+
+def test_a_structural_fault_is_the_one_root_cause_of_what_reads_it():
+    """An IR node the model does not have: its readers fail node-local too, but only
+    because they read it; they are its consequences."""
+    _, report = checked(node_inserted)
+    assert [e.name for e in report.root_causes] == ["doubled"]
+    assert report.entry("doubled").structural
 
 
 def test_outputs_downstream_of_a_violation_never_read_zero_violations():
@@ -202,7 +229,7 @@ def test_a_fault_puts_ratios_above_one_and_says_not_certified():
 
 @pytest.mark.parametrize(("value", "text"), [
     (1.0, "1.000"), (0.99996, "0.9999"), (1.00002, "1.001"), (0.0, "0"),
-    (float("inf"), "inf"), (0.5, "0.5000")])
+    (float("inf"), "inf"), (0.5, "0.5000"), (1.0000000000005, "1.001")])
 def test_ratios_read_on_their_side_of_one(value, text):
     assert render.ratio_text(value) == text
 

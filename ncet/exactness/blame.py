@@ -35,9 +35,10 @@ def trace_violations(entries: Sequence, outputs: Sequence) -> Blame:
     """Single out the root causes among the violated entries and find what they reach.
 
     A violated node is a root cause when its node-local check failed and none of its own
-    inputs is violated (the node-local check runs on PyTorch's own inputs, so a fault
-    upstream does not reach it, unless an input has no usable value at all), or when nothing
-    upstream of it is violated (an end-to-end violation with a clean past). Every other
+    inputs is structurally wrong (the node-local check runs on the runtime's own values of
+    its inputs, so a numeric fault upstream does not reach it; an input that does not
+    correspond to what runs, `ExactnessEntry.structural`, does), or when nothing upstream of
+    it is violated (an end-to-end violation with a clean past). Every other
     node or output with a violated node upstream is downstream of a violation: its
     end-to-end comparison is against a reference that a fault has already moved, so nothing
     is certified there, whatever its own numbers say.
@@ -53,6 +54,7 @@ def trace_violations(entries: Sequence, outputs: Sequence) -> Blame:
     if not any(e.violated for e in entries):
         return Blame()
     violated = {e.name for e in entries if e.violated}
+    structural = {e.name for e in entries if getattr(e, "structural", False)}
     roots: list[str] = []
     reach: dict[str, frozenset[str]] = {}  # root causes at or upstream of a node
     tainted: set[str] = set()  # nodes with a violated strict ancestor
@@ -62,7 +64,7 @@ def trace_violations(entries: Sequence, outputs: Sequence) -> Blame:
             ins = e.inputs
             upstream = _NONE.union(*(reach.get(i, _NONE) for i in ins))
             downstream = any(i in violated or i in tainted for i in ins)
-            bad_input = any(i in violated for i in ins)
+            bad_input = any(i in structural for i in ins)
         else:
             upstream, downstream, bad_input = before, before_tainted, before_tainted
         root = e.violated and ((e.local_violations > 0 and not bad_input) or not downstream)

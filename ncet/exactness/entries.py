@@ -20,7 +20,8 @@ def vacuous(max_bound: float, max_value: float) -> bool:
     """The vacuous-bound rule: an end-to-end bound is vacuous at a node or output when its
     largest elementwise bound is at least the largest |reference value| there (and some
     value is not zero): the enclosure [reference - bound, reference + bound] is then as wide
-    as the values themselves, and certifies neither their size nor their sign."""
+    as the largest value, so where the bound is largest neither size nor sign is certified.
+    Lenient: small elements whose own bound exceeds them are not counted."""
     return max_value > 0 and max_bound >= max_value
 
 
@@ -42,6 +43,8 @@ class ExactnessEntry:
     takes the node to depend on every node before it). `e2e_max_bound` and
     `e2e_max_value` are the largest finite end-to-end bound and the largest |reference
     value| over all elements (NaN: not recorded), which `e2e_vacuous` compares.
+    `structural`: the node does not correspond to what the runtime runs (its note says how),
+    found before any number.
     """
 
     name: str
@@ -69,6 +72,7 @@ class ExactnessEntry:
     inputs: tuple[str, ...] = ()
     e2e_max_bound: float = math.nan
     e2e_max_value: float = math.nan
+    structural: bool = False
 
     fx_name = property(lambda self: self.source.fx_name, doc="The FX node's name.")
     fx_op = property(lambda self: self.source.fx_op, doc="The FX node's op.")
@@ -119,7 +123,7 @@ class ExactnessEntry:
                    "; ".join(stats.notes), source_text, not (stats.unchecked or unbounded),
                    lo.error_at_worst, e2e.error_at_worst, 0.0 if exact else lo.sensitivity,
                    lo.ratio * tier_two if math.isfinite(lo.ratio) else lo.ratio,
-                   tuple(node.inputs), *_scale(e2e))
+                   tuple(node.inputs), *_scale(e2e), stats.structural)
 
 
 def _scale(check) -> tuple[float, float]:

@@ -69,6 +69,7 @@ class NodeChecks:
         """A structural fault at IR node `name`: a node the numbers cannot vouch for."""
         self.stats[name].note(fault)
         self.stats[name].local.violate()
+        self.stats[name].structural = True
 
     def sample(self, total: int, keep: int, seed: int) -> None:
         """Choose the elements kept for the report's value and output error samples."""

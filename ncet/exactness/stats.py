@@ -295,6 +295,7 @@ class NodeStats:
     end_to_end: CheckStats = field(default_factory=CheckStats)
     notes: list[str] = field(default_factory=list)
     unchecked: bool = False  # some check could not run here: no certificate for this node
+    structural: bool = False  # the node does not correspond to what runs (not a number)
 
     def note(self, text: str) -> None:
         if text not in self.notes:
