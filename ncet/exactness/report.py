@@ -329,7 +329,7 @@ class ExactnessReport:
             where = f", {quote_source(first.location, first.source_text)}" \
                 if first.location else ""
             measured = (f"{check} error {_g(error)} exceeds the bound {_g(bound)} "
-                        f"(ratio {_g(ratio)})")
+                        f"(ratio {ratio_text(ratio)})")
             # A node that could not be compared (a shape mismatch) has no error to speak of:
             # lead with what went wrong.
             numbers = error != 0 and not (math.isinf(ratio) and bound == 0)
@@ -386,4 +386,6 @@ class ExactnessReport:
 
 
 def _g(value: float) -> str:
-    return f"{value:.3g}"
+    """An error or a bound in a verdict: enough digits to tell an error just above its
+    bound from the bound."""
+    return f"{value:.4g}"

@@ -52,8 +52,8 @@ def ratio_text(value: float, digits: int = RATIO_DIGITS) -> str:
     if value < 1:
         shown = math.floor(value / step * (1 + 1e-12)) * step  # 3e-9 is not 2.999e-09
         shown = min(shown, 1 - 10.0 ** -digits)
-    elif value > 1:
-        shown = math.ceil(value / step * (1 - 1e-12)) * step
+    elif value > 1:  # never "1.000" for a ratio above 1: that reads as an attained bound
+        shown = max(math.ceil(value / step * (1 - 1e-12)) * step, 1 + 10.0 ** (1 - digits))
     else:
         shown = 1.0
     exponent = math.floor(math.log10(shown)) if shown > 0 else exponent
@@ -187,8 +187,8 @@ def text_table(report: ExactnessReport) -> str:
     header = ("node", "op_type", "local err at worst", "local bound", "ratio", "ulps",
               "e2e err at worst", "e2e bound", "ratio", "")
     rows = [header] + [(
-        e.name, e.op_type, g(e.local_error_at_worst), g(e.local_bound), g(e.local_ratio),
-        g(e.local_ulps), g(e.e2e_error_at_worst), g(e.e2e_bound), g(e.e2e_ratio),
+        e.name, e.op_type, g(e.local_error_at_worst), g(e.local_bound), ratio_text(e.local_ratio),
+        g(e.local_ulps), g(e.e2e_error_at_worst), g(e.e2e_bound), ratio_text(e.e2e_ratio),
         TABLE_STATUS[report.status(e.name)]) for e in report.entries]
     widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)
