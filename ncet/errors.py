@@ -133,15 +133,25 @@ class NCETError(Exception):
             traceback.extract_tb(self.internal_traceback)
         if frames:
             parts += ["Traceback (most recent call last):\n", *traceback.format_list(frames)]
-        return "".join(parts + traceback.format_exception_only(self))
+        message = [line for line in traceback.format_exception_only(self)
+                   if line.rstrip("\n") != HIDDEN_NOTE]  # nothing is hidden here
+        return "".join(parts + message)
 
-    def __reduce__(self):  # tracebacks do not pickle; the debugging state stays behind
-        reduced = super().__reduce__()
-        if len(reduced) > 2 and isinstance(reduced[2], dict):
-            state = {k: v for k, v in reduced[2].items()
-                     if k not in ("internal_traceback", "internal_cause")}
-            reduced = (reduced[0], reduced[1], state or None, *reduced[3:])
-        return reduced
+    def __reduce__(self):
+        """Pickle the class, the message and the attributes without calling `__init__` again
+        (subclasses take other arguments than the message); tracebacks do not pickle, so the
+        debugging state stays behind."""
+        state = {k: v for k, v in self.__dict__.items()
+                 if k not in ("internal_traceback", "internal_cause")}
+        return _rebuilt, (type(self), self.args, state)
+
+
+def _rebuilt(cls: type, args: tuple, state: dict) -> NCETError:
+    """An NCETError of class `cls` unpickled: its message and attributes as they were."""
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
 
 
 class ConversionError(NCETError):
@@ -281,6 +291,11 @@ def from_caller(function: _F) -> _F:
     return entry_point  # type: ignore[return-value]
 
 
+HIDDEN_NOTE = ("(NCET's own frames and the error's cause are hidden: NCET_DEBUG=1 shows "
+               "them, as does error.debug_traceback())")
+"""The line under a detached error's message, saying where the rest is."""
+
+
 def _detach(error: NCETError) -> None:
     """Take NCET's frames and the chained cause off `error`, keeping them on it."""
     if error.internal_traceback is None:  # re-raised (raise_first twice): keep the first
@@ -290,3 +305,5 @@ def _detach(error: NCETError) -> None:
     error.__traceback__ = None
     error.__cause__ = None
     error.__suppress_context__ = True
+    if HIDDEN_NOTE not in getattr(error, "__notes__", ()):
+        error.add_note(HIDDEN_NOTE)

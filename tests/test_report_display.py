@@ -271,3 +271,18 @@ def _escaped(text: str) -> str:
     import html
 
     return html.escape(text, quote=True)
+
+
+def test_a_conversion_error_pickles_with_its_code_and_attributes():
+    """Subclasses take other arguments than the message: unpickling must not call them
+    with the message alone (multiprocessing, pytest-xdist)."""
+    class Sine(nn.Module):
+        def forward(self, x):
+            return torch.sin(x)
+
+    with pytest.raises(ncet.ConversionError) as info:
+        ncet.convert(Sine(), (3,))
+    again = pickle.loads(pickle.dumps(info.value))
+    assert type(again) is type(info.value) and str(again) == str(info.value)
+    assert (again.code, again.node, again.hint) == \
+        (info.value.code, info.value.node, info.value.hint)
