@@ -18,7 +18,9 @@ _DIGITS = re.compile(r"(\d+)")
 
 def natural_key(text: str) -> tuple:
     """A key that sorts digit runs by value: "relu_2" before "relu_10"; case-insensitive."""
-    return tuple(int(p) if p.isdigit() else p.lower() for p in _DIGITS.split(text))
+    # re.split with one group puts the digit runs at the odd positions; str.isdigit would
+    # also take "²", which int() refuses
+    return tuple(int(p) if i % 2 else p.lower() for i, p in enumerate(_DIGITS.split(text)))
 
 
 def shape_key(text: str) -> tuple:

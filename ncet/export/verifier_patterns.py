@@ -47,10 +47,11 @@ def _leaky_relu(b, node, xs):
 
 
 def _avg_pool2d(b, node, xs):
-    """Without padding, `AveragePool` with no `pads` and no `count_include_pad`: every window
-    lies inside the input, so both divisors are the window's size, and the attributes that
-    onnx2pytorch (alpha-beta-CROWN's importer) refuses or mis-reads are not written. With
-    padding, as the canonical profile writes it."""
+    """Without padding, `AveragePool` with no `pads` and no `count_include_pad`: no window
+    covers padding, so the two counts are the same (with ceil_mode, a last window cut short
+    by the input's edge is divided by the elements it covers either way, in PyTorch and in
+    ONNX), and the attributes that onnx2pytorch (alpha-beta-CROWN's importer) refuses or
+    mis-reads are not written. With padding, as the canonical profile writes it."""
     a = node.attrs
     if any(a["padding"]) or a["divisor_override"] is not None:
         PATTERNS["AvgPool2d"](b, node, xs)
