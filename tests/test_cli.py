@@ -320,6 +320,9 @@ def test_check_json_reports_every_node(models, capsys):
     assert node["sensitivity"] > 0 and node["suspicion"] >= 0
     assert exactness["unchecked"] == [] and exactness["suspicious"] == []
     assert exactness["outputs"][0]["violations"] == 0
+    assert exactness["root_causes"] == [] and exactness["not_certified"] == []
+    assert {n["status"] for n in exactness["nodes"]} <= {"certified", "vacuous"}
+    assert exactness["outputs"][0]["status"] in ("certified", "vacuous")
     assert exactness["outputs"][0]["traced_differs"] is False
 
 

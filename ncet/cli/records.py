@@ -108,8 +108,13 @@ def exactness_record(report: ExactnessReport) -> dict[str, Any]:
                        "flags": dict(arithmetic.flags), "notes": list(arithmetic.notes)},
         "tightness": {op: {"median_ratio": median, "worst_ratio": worst}
                       for op, (median, worst) in report.tightness().items()},
-        "nodes": [entry_record(e) for e in report.entries],
-        "outputs": [output_record(o) for o in report.outputs],
+        "root_causes": [e.name for e in report.root_causes],
+        "not_certified": list(report.not_certified),
+        "vacuous": list(report.vacuous),
+        "nodes": [{**entry_record(e), "status": report.status(e.name)}
+                  for e in report.entries],
+        "outputs": [{**output_record(o), "status": report.output_status(o)}
+                    for o in report.outputs],
     }
 
 
