@@ -309,3 +309,18 @@ def test_figures_follow_the_theme_and_stay_deterministic(healthy):
     assert "fill: #ffffff" not in svgs[0]  # no white box behind the figure
     assert torch.__version__  # (the figure holds no version, date or id beyond the salt)
     assert not re.search(r"\d{4}-\d{2}-\d{2}T", svgs[0])
+
+
+def test_the_panels_downloads_are_made_on_a_click(healthy):
+    """Two renderings of each figure and the table's CSV are large on large models: the
+    panel holds one button until it is pressed."""
+    from ncet.widgets import ExactnessPanel
+
+    _, report = healthy
+    panel = ExactnessPanel(report)
+    (button,) = panel.downloads.children
+    button.click()
+    html = "".join(getattr(c, "value", "") or "".join(getattr(g, "value", "")
+                                                     for g in getattr(c, "children", ()))
+                   for c in panel.downloads.children)
+    assert 'download="exactness-nodes.csv"' in html and 'download="exactness-errors.svg"' in html

@@ -125,11 +125,13 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         self.histogram = W.HTML(figure_html(figures["outputs"], "ncet-outputs")
                                 + outputs_html(report))
         if len(entries) > MAX_SVG_POINTS:  # a second and third rendering of a large plot
-            del figures["errors"]
-        self.downloads = W.HBox(
-            [figure_downloads(figure, f"exactness-{stem}") for stem, figure in figures.items()]
-            + [frame_download(report.to_pandas(), "exactness-nodes.csv",
-                              "\u2913 per-node table (CSV)")])
+            del figures["errors"], figures["sensitivity"]
+        self._figures = figures
+        offer = W.Button(description="downloads: figures (SVG, PNG), per-node table (CSV)",
+                         icon="download", layout=W.Layout(width="auto"))
+        offer.add_class("ncet-offer-downloads")
+        offer.on_click(lambda _: self._offer_downloads())
+        self.downloads = W.HBox([offer])  # the links are made on a click: they can be large
         offered = [e.name for e in entries] if len(entries) <= choices else \
             [entries[i].name for i in self._worst[:choices]]
         if self._shown is not None and self._shown not in offered:  # offer the node drawn
@@ -219,6 +221,15 @@ class ExactnessPanel(StaticFallback, Paged, W.VBox):
         self._shown = name
         self._draw_scatter()
         self.selected = name
+
+    def _offer_downloads(self) -> None:
+        """Replace the button by the download links (figures as SVG and PNG, the per-node
+        table as CSV), made now."""
+        self.downloads.children = (
+            [figure_downloads(figure, f"exactness-{stem}")
+             for stem, figure in self._figures.items()]
+            + [frame_download(self.report.to_pandas(), "exactness-nodes.csv",
+                              "\u2913 per-node table (CSV)")])
 
     def _draw_scatter(self) -> None:
         if self._shown is None:
