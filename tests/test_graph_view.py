@@ -127,6 +127,19 @@ def test_select_sets_selected_and_opens_the_groups_around_a_hidden_node():
         view.select("no_such_node")
 
 
+def test_selections_one_after_another_do_not_open_the_whole_graph():
+    """The groups opened to show one selected node close again at the next selection."""
+    model = chain(300)  # 600 nodes: split into blocks, most of them closed
+    view = widgets.GraphView(ncet.convert(model, (3,)), budget=60)
+    names = [n.name for n in view.ir.nodes if n.op_type == "Linear"]
+    sizes = []
+    for name in names[40::60]:
+        view.select(name)
+        assert view.selected == name and set(view.groups.ancestors(name)) <= view.expanded
+        sizes.append(len(view.expanded))
+    assert max(sizes) == sizes[0], f"the open groups grew with each selection: {sizes}"
+
+
 @needs_dot
 def test_the_static_form_is_deterministic_and_bounded():
     ir = ir_of("lenet")

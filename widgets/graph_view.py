@@ -89,6 +89,7 @@ class GraphView(StaticFallback, W.VBox):
         self.budget = budget
         self.groups = Groups(ir)
         self.expanded = self.groups.default_expanded(budget)
+        self._opened_for_selection: set[str] = set()  # closed again at the next selection
         self.info = W.HTML()
         self.info.add_class("ncet-graph-info")
         self.open_all = W.Button(description="open all", layout=W.Layout(width="auto",
@@ -131,9 +132,14 @@ class GraphView(StaticFallback, W.VBox):
         """
         if name not in self.groups.owner:
             raise KeyError(f"the GraphIR has no node {name!r}")
-        closed = [g for g in self.groups.ancestors(name) if g not in self.expanded]
-        if closed:
-            self._set_expanded(self.expanded | set(closed), focus="n:" + name)
+        around = set(self.groups.ancestors(name))
+        closed = around - self.expanded
+        # the groups opened for the previous selection close again (those around this node
+        # stay open), so that selections one after another do not open the whole graph
+        stale = self._opened_for_selection - around
+        if closed or stale:
+            self._set_expanded((self.expanded - stale) | closed, focus="n:" + name)
+        self._opened_for_selection = (self._opened_for_selection & around) | closed
         self.selected = name
 
     def node_data(self, name: str) -> dict:
@@ -181,6 +187,7 @@ class GraphView(StaticFallback, W.VBox):
 
     def _set_expanded(self, expanded: set[str], focus: str = "") -> None:
         self.expanded = expanded | {ROOT}
+        self._opened_for_selection &= self.expanded
         self._draw(focus)
 
     def _offer_svg(self) -> None:
