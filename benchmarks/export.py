@@ -25,12 +25,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime
 import inspect
 import json
 import os
 import platform
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -205,6 +203,7 @@ def check_row(name: str, check_nodes: int, mlp_width: int, samples: int, repeats
 
 # --- the run ---------------------------------------------------------------------------------
 def machine() -> dict:
+    """cnn_check's machine record, plus what this benchmark also depends on."""
     import onnx
     import onnxruntime
 
@@ -213,24 +212,10 @@ def machine() -> dict:
         onnxscript_version = onnxscript.__version__
     except ImportError:
         onnxscript_version = None
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f
-                        if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    try:
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=_ROOT,
-                              capture_output=True, text=True, check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        head = "unknown"
-    return {"date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-            "processor": platform.processor(), "cpu": cpu, "nproc": os.cpu_count(),
-            "load_average": os.getloadavg(), "torch_threads": torch.get_num_threads(),
-            "python": platform.python_version(), "torch": torch.__version__,
+    return {**cnn_check.machine(), "processor": platform.processor(),
+            "load_average": os.getloadavg(), "python": platform.python_version(),
             "onnx": onnx.__version__, "onnxruntime": onnxruntime.__version__,
-            "onnxscript": onnxscript_version, "git_head": head}
+            "onnxscript": onnxscript_version}
 
 
 def run(args) -> dict:
