@@ -15,12 +15,12 @@ import onnx
 import pytest
 
 import ncet
-from ncet.cli import main
 from ncet.cli.parser import LINT_TOOL_NAMES, build_parser
 from ncet.examples import load_example
 from ncet.export import DEFAULT_OPSET, PROFILES
 from ncet.render.export_section import ExportFacts
 from ncet.render.html import render_report, verdict
+from tests.test_cli import call  # the command run in this process
 
 MODELS = textwrap.dedent('''
     """Models for the export tests."""
@@ -47,16 +47,6 @@ MODELS = textwrap.dedent('''
         """Converts, but ONNX AveragePool has no divisor_override: the export is refused."""
         return nn.Sequential(nn.AvgPool2d(2, divisor_override=3)).eval()
 ''')
-
-
-def call(capsys, *args: str) -> tuple[int, str, str]:
-    """Run the command in this process."""
-    try:
-        status = main(list(args))
-    except SystemExit as exit_:
-        status = exit_.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def call_json(capsys, *args: str) -> tuple[int, dict]:

@@ -12,10 +12,10 @@ import torch
 from torch import nn
 
 import ncet
-from ncet.cli import main
 from ncet.differences import Comparison, compare, match
 from ncet.examples import load_example
 from ncet.ir import GraphIR, IRNode, Source
+from tests.test_cli import call  # the command run in this process
 
 from .test_faults import dropped_bias, zoo
 
@@ -189,15 +189,6 @@ def test_a_seeded_fault_shows_as_a_new_violation_side_by_side(reports):
 
 
 # --- ncet diff -------------------------------------------------------------------------------
-
-
-def call(capsys, *args: str) -> tuple[int, str, str]:
-    try:
-        status = main(list(args))
-    except SystemExit as exit_:
-        status = exit_.code
-    out, err = capsys.readouterr()
-    return status, out, err
 
 
 def test_diff_exit_statuses_and_json(tmp_path, capsys):
