@@ -115,7 +115,8 @@ def exporters(model, shape, repeats: int) -> dict:
 
 # --- (c): to_onnx alone ----------------------------------------------------------------------
 def _graphir_hash():
-    """ncet.export's hash of the saved GraphIR (metadata_props), if it is still there."""
+    """The GraphIR hash to_onnx stamps into metadata_props (`hash_graphir`, the constants' bytes
+    read as to_onnx reads them), if it is still there."""
     from ncet.export import model
 
     return getattr(model, "graphir_sha256", None)

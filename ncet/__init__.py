@@ -40,7 +40,8 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
     Needs the `onnx` extra (`pip install ncet[onnx]`); `import ncet` does not import onnx.
     Constants become initializers with the same bytes, static shapes become int64
     initializers, each node's doc_string carries its provenance, and the model's
-    metadata_props carry the NCET and torch versions and the sha256 of the saved GraphIR.
+    metadata_props carry the NCET and torch versions and the GraphIR's hash (the same for the
+    GraphIR and the one its .ncet file loads back; docs/file-format.md).
     The same GraphIR gives the same bytes. See docs/export.md.
 
     Args:

@@ -5,11 +5,10 @@ profile's tests are tests/test_export_verifier.py, on the same rows and helper."
 
 from __future__ import annotations
 
-import hashlib
+import dataclasses
 import io
 import subprocess
 import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -18,6 +17,8 @@ from torch import nn
 
 import ncet
 from ncet.examples import EXAMPLES
+from ncet.format.digest import hash_graphir
+from ncet.ir import GraphIR
 from tests.conftest import Fn, Fn2
 from tests.zoo_models import CONVERTS, ZOO
 
@@ -241,12 +242,9 @@ def test_doc_strings_carry_provenance_and_metadata_the_versions_and_hash():
     conv = exported.graph.node[0]
     assert "conv1" in conv.doc_string and "examples.py:" in conv.doc_string
     props = {p.key: p.value for p in exported.metadata_props}
-    with tempfile.TemporaryDirectory() as folder:
-        ncet.save(ir, f"{folder}/g.ncet")
-        with open(f"{folder}/g.ncet", "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
     assert props == {"ncet.version": ncet.__version__, "ncet.profile": "canonical",
-                     "ncet.graphir.sha256": digest, "torch.version": torch.__version__}
+                     "ncet.graphir.sha256": hash_graphir(ir),  # tests/test_graphir_hash.py
+                     "torch.version": torch.__version__}
 
 
 def test_path_writes_the_same_bytes(tmp_path):
@@ -291,3 +289,26 @@ def test_circular_padding_needs_opset_19():
 def test_import_ncet_does_not_import_onnx():
     code = "import sys, ncet; assert 'onnx' not in sys.modules and 'onnxruntime' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _with_source_location(ir, location):
+    nodes = tuple(dataclasses.replace(n, source=dataclasses.replace(n.source, location=location))
+                  for n in ir.nodes)
+    return GraphIR(nodes, ir.constants)
+
+
+def test_a_source_path_that_is_not_unicode_is_written_escaped():
+    # a file name of undecodable bytes reaches Python (and so Source.location) as surrogates
+    ir = _with_source_location(ncet.convert(EXAMPLES["mlp"].build(), (16,)), "caf\udce9.py:3")
+    exported = ncet.to_onnx(ir)
+    assert all("at: caf\\udce9.py:3" in node.doc_string for node in exported.graph.node)
+
+
+def test_a_name_that_is_not_unicode_is_refused_with_the_node():
+    ir = ncet.convert(EXAMPLES["mlp"].build(), (16,))
+    bad = ir.nodes[2].name
+    renamed = tuple(dataclasses.replace(
+        n, name=n.name + "\udce9" if n.name == bad else n.name,
+        inputs=tuple(i + "\udce9" if i == bad else i for i in n.inputs)) for n in ir.nodes)
+    with pytest.raises(ExportError, match=f"cannot export node '{bad}.*lone surrogate"):
+        ncet.to_onnx(GraphIR(renamed, ir.constants))

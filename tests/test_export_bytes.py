@@ -1,13 +1,13 @@
 """to_onnx builds its protos in place, not through onnx.helper: every file it writes is held
 here to the bytes of the same model rebuilt with onnx.helper's functions (make_node,
 make_tensor_value_info, numpy_helper.from_array, make_tensor, make_graph, make_model,
-set_model_props), the path the export took before; and the GraphIR hash in its metadata to
-the sha256 of the file `ncet.save` writes."""
+set_model_props), the path the export took before (tests/test_graphir_hash.py holds the
+GraphIR hash in its metadata)."""
 
 from __future__ import annotations
 
+import dataclasses
 import gc
-import hashlib
 
 import pytest
 import torch
@@ -15,7 +15,9 @@ import torch
 import ncet
 from benchmarks.scale import build as build_family
 from ncet.examples import EXAMPLES
+from ncet.ir import GraphIR
 from tests.test_export import OP_ROWS, _seeded
+from tests.test_io import linear_ir, raw, special_constants
 
 onnx = pytest.importorskip("onnx")
 
@@ -95,18 +97,6 @@ def test_the_bytes_are_those_onnx_helper_builds(case, dtype):
         assert onnx.load_from_string(data).SerializeToString() == data
 
 
-def test_the_graphir_hash_is_the_saved_files(tmp_path):
-    for name in ("mlp", "residual_cnn"):
-        example = EXAMPLES[name]
-        ir = ncet.convert(_seeded(example.build), *example.input_shapes)
-        path = tmp_path / f"{name}.ncet"
-        ncet.save(ir, path)
-        digest = hashlib.sha256(path.read_bytes()).hexdigest()
-        assert file_sha256(ir) == digest
-        props = {p.key: p.value for p in ncet.to_onnx(ir).metadata_props}
-        assert props["ncet.graphir.sha256"] == digest
-
-
 def test_file_sha256_refuses_what_save_refuses():
     with pytest.raises(TypeError, match="file_sha256\\(\\) expects a GraphIR"):
         file_sha256("net.ncet")
@@ -128,3 +118,31 @@ def test_the_export_leaves_the_garbage_collector_as_it_was(enabled):
         assert gc.isenabled() == enabled
     finally:
         (gc.enable if was else gc.disable)()
+
+
+def test_constants_of_every_file_dtype_are_written_with_their_bytes():
+    """Constants of every dtype a GraphIR file holds (NaN payloads, -0.0, subnormals, an
+    empty, a 0-d and a transposed tensor among them), unused by the graph, are initializers
+    of their ONNX element type with the tensor's own bytes, as numpy_helper writes them."""
+    ir = linear_ir()
+    odd = special_constants()
+    exported = ncet.to_onnx(GraphIR(ir.nodes, {**ir.constants, **odd}))
+    data = exported.SerializeToString()
+    assert data == rebuilt_with_helpers(exported).SerializeToString()
+    written = {t.name: t for t in exported.graph.initializer}
+    for name, tensor in {**ir.constants, **odd}.items():
+        proto = written[name]
+        assert list(proto.dims) == list(tensor.shape), name
+        assert proto.raw_data == raw(tensor), name
+
+
+@pytest.mark.parametrize(("attrs", "refusal"), [
+    ({"index": [2**63 - 1]}, "ends .* do not fit ONNX's int64"),  # the stop is start + 1
+    ({"index": [[0, 2**63, 1]]}, "cannot be saved"),  # not an int64 to save either
+], ids=["int-index", "slice-stop"])
+def test_an_int64_initializer_that_does_not_fit_is_refused(attrs, refusal):
+    ir = linear_ir()
+    sliced = GraphIR(tuple(dataclasses.replace(n, op_type="GetItem", attrs=attrs)
+                           if n.name == "relu" else n for n in ir.nodes), ir.constants)
+    with pytest.raises(ExportError, match=refusal):
+        ncet.to_onnx(sliced)

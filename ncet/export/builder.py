@@ -4,19 +4,27 @@ from __future__ import annotations
 
 import sys
 
+import numpy as np
 import onnx
 import torch
-from onnx import AttributeProto, TensorProto, helper, numpy_helper
+from onnx import AttributeProto, TensorProto, helper
 
 from ..errors import NCETError
 from ..ir import GraphIR, IRNode
+from . import wire
 
 ELEMENT_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE}
 """The IR dtypes this export writes, with their ONNX element types."""
 
-_RAW_TYPES = {torch.float32: TensorProto.FLOAT, torch.float64: TensorProto.DOUBLE}
-"""Constant dtypes written directly as raw little-endian bytes (others go through
-`numpy_helper.from_array`, which gives the same fields)."""
+_NUMPY_TYPES = {"float32": np.float32, "float64": np.float64}
+
+RAW_ELEMENT_TYPES = {
+    "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
+    "float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "int8": TensorProto.INT8,
+    "int16": TensorProto.INT16, "int32": TensorProto.INT32, "int64": TensorProto.INT64,
+    "uint8": TensorProto.UINT8, "bool": TensorProto.BOOL}
+"""The ONNX element type of each constant dtype of a GraphIR file (ncet.format.header.DTYPES),
+all written as raw little-endian bytes, as numpy_helper.from_array writes them."""
 
 
 class ExportError(NCETError):
@@ -58,17 +66,25 @@ def add_attribute(node: onnx.NodeProto, key: str, value) -> None:
 
 
 class GraphBuilder:
-    """Writes the ONNX nodes, initializers and value infos of one export into `graph`.
+    """Writes the ONNX nodes, initializers and value infos of one export into `graph`, as
+    encoded fields (`ncet.export.wire`) parsed into it a batch at a time.
 
     Every value name is unique across graph inputs, initializers and node outputs; a GraphIR
     whose names collide is refused rather than renamed, so names stay the IR's. With `ops`
     (a profile's op set), a node of any other ONNX op type is refused: a pattern that would
     step outside its profile is caught here, whichever pattern it is.
 
-    The protos are built in place (`graph.node.add(...)`), not by `onnx.helper`'s functions
-    and `make_graph`'s copies, with the fields those functions set and nothing else, so the
-    bytes are theirs (tests/test_export_bytes.py rebuilds each proto with the helpers).
+    Each message has the fields `onnx.helper`'s functions set and nothing else (in proto2 a
+    field set to its default is still written), so the bytes are theirs
+    (tests/test_export_bytes.py rebuilds each proto with the helpers). A constant's bytes are
+    referenced, not copied, until its batch is joined; batches of about `BATCH_BYTES` of
+    constants or `BATCH_FIELDS` fields come from memory the allocator reuses (one join of
+    the whole graph would page-fault through fresh memory as large as the model). The
+    graph is complete once `flush()` has parsed the last batch.
     """
+
+    BATCH_BYTES = 1 << 16
+    BATCH_FIELDS = 1024
 
     def __init__(self, ir: GraphIR, batch: int | None, opset: int,
                  ops: frozenset[str] | None = None, profile: str = "canonical",
@@ -80,11 +96,18 @@ class GraphBuilder:
         self.batch_dim: int | str = "N" if batch is None else batch
         self.batch = batch
         self.graph = onnx.GraphProto() if graph is None else graph
+        self._pending: list = []
+        self._pending_bytes = 0
         self.names: set[str] = set()
         self.current: IRNode | None = None
         self._counter = 0
-        self._doc: tuple[IRNode | None, str] = (None, "")
-        self._types: dict[tuple[str, tuple[int, ...]], onnx.TypeProto] = {}
+        self._nodes = 0
+        self._doc: tuple[IRNode | None, bytes] = (None, b"")
+        self._strings: dict[str, bytes] = {}
+        self._types: dict[tuple[str, tuple[int, ...]], bytes] = {}
+        self._attributes: dict[tuple, bytes] = {}
+        self._op_types: dict[str, bytes] = {}
+        self._tensor_heads: dict[tuple[int, ...], bytes] = {}
 
     def claim(self, name: str) -> str:
         if name in self.names:
@@ -98,42 +121,111 @@ class GraphBuilder:
         """A fresh name for a value the current node's pattern needs (`node/suffix`)."""
         return self.claim(f"{self.current.name}/{suffix}")
 
-    def constant(self, name: str, tensor: torch.Tensor) -> None:
-        """One of the IR's constants, as an initializer with the same bytes."""
-        self.claim(name)
-        t = (tensor.detach() if tensor.requires_grad else tensor).cpu().contiguous()
-        element = _RAW_TYPES.get(t.dtype)
-        if element is None or not name or sys.byteorder != "little":
-            self.graph.initializer.append(numpy_helper.from_array(t.numpy(), name))
-            return
-        self.graph.initializer.add(dims=t.shape, name=name, raw_data=t.numpy().tobytes(),
-                                   data_type=element)
+    def _string(self, value: str) -> bytes:
+        """A value name's length and UTF-8 bytes (the payload of a string field), cached:
+        each name is written where it is produced and again where it is read."""
+        encoded = self._strings.get(value)
+        if encoded is None:
+            try:
+                data = value.encode()
+            except UnicodeEncodeError:  # a lone surrogate, which JSON and so a file can hold
+                reason = (f"the name {value!r} is not Unicode text (a lone surrogate), and "
+                          "ONNX strings are UTF-8")
+                error = refuse(self.current, reason) if self.current else ExportError(reason)
+                raise error from None
+            encoded = self._strings[value] = wire.varint(len(data)) + data
+        return encoded
 
-    def _raw(self, name: str, array: torch.Tensor) -> None:
-        """A float initializer of the graph's dtype holding `array`'s bytes."""
-        self.graph.initializer.add(dims=array.shape, name=name,
-                                   raw_data=array.numpy().tobytes(),
-                                   data_type=_RAW_TYPES[array.dtype])
+    def _emit(self, chunk: bytes) -> None:
+        """Append one encoded graph field; parse the batch into the graph once it is large."""
+        pending = self._pending
+        pending.append(chunk)
+        if len(pending) >= self.BATCH_FIELDS:
+            self.flush()
+
+    def flush(self) -> None:
+        """Parse every field appended since the last flush into the graph."""
+        if self._pending:
+            self.graph.MergeFromString(b"".join(self._pending))
+            self._pending.clear()
+            self._pending_bytes = 0
+
+    def _message(self, field_key: bytes, body: bytes) -> None:
+        self._emit(field_key + wire.varint(len(body)) + body)
+
+    def constant(self, name: str, tensor: torch.Tensor, dtype: str, data: memoryview) -> None:
+        """One of the IR's constants, as an initializer with the same bytes: `dtype` and
+        `data` are its `ncet.format.file.constant_bytes` (little-endian, as ONNX's raw_data;
+        its name is not empty, which `save` refuses)."""
+        self.claim(name)
+        self._raw(name, tensor.shape, RAW_ELEMENT_TYPES[dtype], data)
+
+    def _raw(self, name: str, shape, element: int, data) -> None:
+        """An initializer holding the little-endian bytes `data`, with the fields
+        `numpy_helper.from_array` sets for a non-empty name: dims, data_type, name, raw_data."""
+        key = (element, *shape)
+        start = self._tensor_heads.get(key)
+        if start is None:  # dims and data_type, the same for every tensor of the shape
+            start = self._tensor_heads[key] = b"".join((
+                wire.varints(wire.TENSOR_DIMS, shape), wire.TENSOR_DATA_TYPE,
+                wire.varint(element), wire.TENSOR_NAME))
+        nbytes = data.nbytes
+        head = b"".join((start, self._string(name), wire.TENSOR_RAW_DATA, wire.varint(nbytes)))
+        self._pending += (wire.GRAPH_INITIALIZER + wire.varint(len(head) + nbytes) + head,
+                          data)  # the bytes themselves are copied once, by the join
+        self._pending_bytes += nbytes
+        if self._pending_bytes >= self.BATCH_BYTES:
+            self.flush()
 
     def ints(self, suffix: str, values: list[int]) -> str:
         """A static int64 initializer (shapes, axes, pads) for the current node."""
         name = self.helper_name(suffix)
-        self.graph.initializer.add(data_type=TensorProto.INT64, name=name,
-                                   dims=[len(values)], int64_data=[int(v) for v in values])
+        values = [int(v) for v in values]
+        if any(not -2**63 <= v < 2**63 for v in values):
+            raise refuse(self.current, f"{suffix} {values!r:.80} do not fit ONNX's int64")
+        self._message(wire.GRAPH_INITIALIZER, b"".join((
+            wire.TENSOR_DIMS, wire.varint(len(values)), wire.TENSOR_DATA_TYPE,
+            wire.varint(TensorProto.INT64), wire.TENSOR_NAME, self._string(name),
+            wire.varints(wire.TENSOR_INT64_DATA, values))))
         return name
 
     def scalar(self, suffix: str, value: float, dtype: str) -> str:
         """A 0-d float initializer of the graph's dtype (a scalar operand or alpha)."""
-        name = self.helper_name(suffix)
-        self._raw(name, torch.tensor(value, dtype=getattr(torch, dtype)))
-        return name
+        return self._filled(suffix, (), value, dtype)
 
     def scalar_vector(self, suffix: str, value: float, length: int, dtype: str) -> str:
         """A 1-d float initializer filled with `value` (BatchNormalization's scale of ones or
         bias of zeros where the IR has none: x * 1 and x + 0 are exact)."""
+        return self._filled(suffix, (length,), value, dtype)
+
+    def _filled(self, suffix: str, shape: tuple[int, ...], value: float, dtype: str) -> str:
         name = self.helper_name(suffix)
-        self._raw(name, torch.full((length,), value, dtype=getattr(torch, dtype)))
+        array = np.full(shape, value, dtype=_NUMPY_TYPES[dtype])
+        if sys.byteorder != "little":
+            array = array.byteswap()
+        self._raw(name, shape, ELEMENT_TYPES[dtype], memoryview(array))
         return name
+
+    def _attribute(self, name: str, value) -> bytes:
+        """The encoded attribute field `name=value`, as `add_attribute` writes it; each
+        distinct one is encoded once by protobuf (floats keyed by their bits: 0.0 and -0.0
+        are equal keys)."""
+        kind = type(value)
+        if kind is list:  # only lists of ints are keys: [0.0] == [-0.0] and [1] == [1.0]
+            key = (name, kind, tuple(value)) if all(type(v) is int for v in value) else None
+        else:
+            key = (name, kind, value.hex() if kind is float else value)
+        try:
+            field = None if key is None else self._attributes.get(key)
+        except TypeError:  # an unhashable value: encoded each time
+            key, field = None, None
+        if field is None:
+            proto = onnx.NodeProto()
+            add_attribute(proto, name, value)
+            field = wire.delimited(wire.NODE_ATTRIBUTE, proto.attribute[0].SerializeToString())
+            if key is not None:
+                self._attributes[key] = field
+        return field
 
     def node(self, op: str, inputs: list[str], output: str | None = None, **attrs) -> str:
         """Append one ONNX node of the current IR node's pattern; returns its output name."""
@@ -148,23 +240,39 @@ class GraphBuilder:
         else:
             self.claim(output)
         if self._doc[0] is not ir_node:  # one doc_string per IR node, shared by its pattern
-            self._doc = (ir_node, provenance(ir_node))
-        nodes = self.graph.node
-        proto = nodes.add(op_type=op, input=inputs, output=[output],
-                          name=f"{ir_node.name}/{op}/{len(nodes)}", doc_string=self._doc[1])
-        for key in sorted(attrs):  # make_node's order, None meaning absent
-            if attrs[key] is not None:
-                add_attribute(proto, key, attrs[key])
+            doc = provenance(ir_node).encode("utf-8", "backslashreplace")  # a path's surrogates
+            self._doc = (ir_node, wire.delimited(wire.NODE_DOC, doc))
+        strings = self._strings
+        parts = [wire.NODE_INPUT + (strings.get(name) or self._string(name)) for name in inputs]
+        parts += (wire.NODE_OUTPUT, strings.get(output) or self._string(output))
+        name = f"{ir_node.name}/{op}/{self._nodes}".encode()  # after the output, whose name
+        parts += (wire.NODE_NAME, wire.varint(len(name)), name,  # a surrogate would refuse
+                  self._op_types.get(op) or self._op_type(op))
+        if attrs:
+            for key in sorted(attrs):  # make_node's order, None meaning absent
+                if attrs[key] is not None:
+                    parts.append(self._attribute(key, attrs[key]))
+        parts.append(self._doc[1])
+        self._nodes += 1
+        body = b"".join(parts)
+        self._emit(wire.GRAPH_NODE + wire.varint(len(body)) + body)
         return output
 
+    def _op_type(self, op: str) -> bytes:
+        field = self._op_types[op] = wire.text(wire.NODE_OP_TYPE, op)
+        return field
+
     def value_info(self, name: str, dtype: str, shape: tuple[int, ...],
-                   into=None) -> onnx.ValueInfoProto:
+                   field_key: bytes) -> None:
         """The ValueInfoProto `helper.make_tensor_value_info` writes for the value `name` of
-        per-sample `shape`, appended to `into` (a repeated field of the graph)."""
-        key = (dtype, shape)
-        kind = self._types.get(key)
-        if kind is None:  # one TypeProto per dtype and shape, copied into each value
-            kind = self._types[key] = helper.make_tensor_type_proto(
-                ELEMENT_TYPES[dtype], [self.batch_dim, *shape])
-        return (into.add(name=name, type=kind) if into is not None
-                else onnx.ValueInfoProto(name=name, type=kind))
+        per-sample `shape`, as the graph's field `field_key` (`wire.GRAPH_INPUT`,
+        `GRAPH_OUTPUT` or `GRAPH_VALUE_INFO`)."""
+        if type(shape) is not tuple:  # a list, which save also accepts
+            shape = tuple(shape)
+        kind = self._types.get((dtype, shape))
+        if kind is None:  # one TypeProto per dtype and shape, encoded once
+            proto = helper.make_tensor_type_proto(ELEMENT_TYPES[dtype],
+                                                  [self.batch_dim, *shape])
+            kind = self._types[dtype, shape] = wire.delimited(wire.VALUE_TYPE,
+                                                              proto.SerializeToString())
+        self._message(field_key, wire.VALUE_NAME + self._string(name) + kind)

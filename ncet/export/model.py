@@ -10,9 +10,10 @@ import torch
 from onnx import helper
 
 from ..format.atomic import atomic_writer
-from ..format.file import file_sha256
+from ..format.digest import constant_table, hash_graphir
 from ..frontend.canonicalize import cyclic_gc_paused  # the export keeps what it allocates
 from ..ir import CONSTANT_ATTRS, GraphIR, IRNode
+from . import wire
 from .builder import ELEMENT_TYPES, ExportError, GraphBuilder, refuse
 from .profiles import CANONICAL, MIN_OPSET, PROFILES
 
@@ -44,43 +45,41 @@ def _check_arguments(ir, profile, batch, opset) -> int:
     return opset
 
 
-_DTYPE_NAMES: dict[torch.dtype, str] = {}
-
-
-def _dtype_name(dtype: torch.dtype) -> str:
-    name = _DTYPE_NAMES.get(dtype)
-    if name is None:
-        name = _DTYPE_NAMES[dtype] = str(dtype).removeprefix("torch.")
-    return name
-
-
-def _check_dtypes(ir: GraphIR, node: IRNode) -> None:
+def _check_dtypes(ir: GraphIR, node: IRNode, constant_dtypes: dict[str, str]) -> None:
     """One dtype per node: its inputs' and constants' dtypes are its own (no Cast is written)."""
-    if node.dtype not in ELEMENT_TYPES:
-        raise refuse(node, f"dtype {node.dtype} is not exported (float32 and float64 are)")
+    dtype = node.dtype
+    if dtype not in ELEMENT_TYPES:
+        raise refuse(node, f"dtype {dtype} is not exported (float32 and float64 are)")
     for name in node.inputs:
-        if ir.node(name).dtype != node.dtype:
+        if ir.node(name).dtype != dtype:
             raise refuse(node, f"input {name!r} is {ir.node(name).dtype}, the node "
-                               f"{node.dtype}: ONNX would need a Cast")
+                               f"{dtype}: ONNX would need a Cast")
+    attrs = node.attrs
     for attr in CONSTANT_ATTRS[node.op_type]:
-        const = node.attrs[attr]
-        if const is not None:
-            dtype = _dtype_name(ir.constants[const].dtype)
-            if dtype != node.dtype:
-                raise refuse(node, f"constant {const!r} is {dtype}, the node {node.dtype}: "
-                                   "ONNX would need a Cast")
+        const = attrs[attr]
+        if const is not None and constant_dtypes[const] != dtype:
+            raise refuse(node, f"constant {const!r} is {constant_dtypes[const]}, the node "
+                               f"{dtype}: ONNX would need a Cast")
 
 
-def graphir_sha256(ir: GraphIR) -> str:
-    """The sha256 of the bytes `ncet.save` writes for `ir` (hashed, not written)."""
+def graphir_sha256(ir: GraphIR, table: dict | None = None) -> str:
+    """`metadata_props["ncet.graphir.sha256"]`: `ncet.format.digest.hash_graphir(ir)`;
+    `table` is the GraphIR's `constant_table` when the caller has it."""
     try:
         with cyclic_gc_paused():
-            return file_sha256(ir)
+            return hash_graphir(ir, table)
     except ValueError as exc:
         raise ExportError(f"cannot export a GraphIR that cannot be saved: {exc}") from None
 
 
-def _outputs(b: GraphBuilder, ir: GraphIR, into) -> None:
+def _constant_table(ir: GraphIR) -> dict:
+    try:
+        return constant_table(ir)
+    except ValueError as exc:
+        raise ExportError(f"cannot export a GraphIR that cannot be saved: {exc}") from None
+
+
+def _outputs(b: GraphBuilder, ir: GraphIR) -> None:
     """Graph outputs: the returned values themselves; one returned twice, or an input
     returned as it is, goes through an Identity named `<Output>/<position>`."""
     output = ir.nodes[-1]
@@ -92,7 +91,7 @@ def _outputs(b: GraphBuilder, ir: GraphIR, into) -> None:
         if name in seen or node.op_type == "Input":
             value = b.node("Identity", [name], f"{output.name}/{position}")
         seen.add(name)
-        b.value_info(value, node.dtype, node.shape, into)
+        b.value_info(value, node.dtype, node.shape, wire.GRAPH_OUTPUT)
 
 
 def _returned(ir: GraphIR) -> set[str]:
@@ -110,30 +109,34 @@ def build_model(ir: GraphIR, profile: str = "canonical", batch: int | None = Non
     if spec.fixed_batch is not None:
         batch = spec.fixed_batch
     with cyclic_gc_paused():
-        # first: a GraphIR that cannot be saved is refused before any constant is read
-        graphir_hash = graphir_hash or graphir_sha256(ir)
+        # first: a GraphIR that cannot be saved is refused before any value is written
+        table = _constant_table(ir)
+        graphir_hash = graphir_hash or graphir_sha256(ir, table)
         model = onnx.ModelProto(ir_version=_ir_version(opset), producer_name="ncet",
                                 producer_version=_ncet_version())
-        graph = model.graph
-        b = GraphBuilder(ir, batch, opset, spec.ops, spec.name, graph)
+        b = GraphBuilder(ir, batch, opset, spec.ops, spec.name, model.graph)
+        dtypes = {name: dtype for name, (dtype, _) in table.items()}
         for node in sorted(ir.inputs, key=lambda n: n.attrs["index"]):
             b.current = node
-            _check_dtypes(ir, node)
-            b.value_info(b.claim(node.name), node.dtype, node.shape, graph.input)
+            _check_dtypes(ir, node, dtypes)
+            b.value_info(b.claim(node.name), node.dtype, node.shape, wire.GRAPH_INPUT)
+        b.current = None  # a constant's refusal names the constant, not the last input
         for name, tensor in ir.constants.items():
-            b.constant(name, tensor)
-        returned, patterns, value_info = _returned(ir), spec.patterns, graph.value_info
+            b.constant(name, tensor, *table[name])
+        returned, patterns, value_info = _returned(ir), spec.patterns, wire.GRAPH_VALUE_INFO
         for node in ir.nodes:
             if node.op_type in ("Input", "Output"):
                 continue
             b.current = node
-            _check_dtypes(ir, node)
-            patterns[node.op_type](b, node, list(node.inputs))
+            _check_dtypes(ir, node, dtypes)
+            patterns[node.op_type](b, node, node.inputs)
             if node.name not in b.names:
                 raise refuse(node, "internal: the pattern did not produce the node's value")
             if node.name not in returned:
                 b.value_info(node.name, node.dtype, node.shape, value_info)
-        _outputs(b, ir, graph.output)
+        _outputs(b, ir)
+        b.flush()
+        graph = model.graph
         graph.name = "ncet"
         graph.doc_string = f"exported by ncet.to_onnx, {profile} profile"
         model.opset_import.add(domain="", version=opset)

@@ -15,7 +15,7 @@ import numpy as np
 from ..ir import IRNode
 from .builder import GraphBuilder, refuse
 
-Pattern = Callable[[GraphBuilder, IRNode, list[str]], None]
+Pattern = Callable[[GraphBuilder, IRNode, tuple[str, ...]], None]
 
 
 def _is_float32(value: float) -> bool:

@@ -221,45 +221,60 @@ _SCALARS = frozenset({int, float, str, bool, type(None)})
 _SOURCE_KEYS = tuple(sorted(SOURCE_KEYS))
 
 
-def _plain(value):
+def plain(value):
     """Tuples and mappings as JSON lists and objects; everything else as it is."""
     kind = type(value)  # exact types first: the ABC check below costs ~1 us a value
     if kind in _SCALARS:
         return value
     if kind is list or kind is tuple:
-        return [v if type(v) in _SCALARS else _plain(v) for v in value]
+        return [v if type(v) in _SCALARS else plain(v) for v in value]
     if kind is MappingProxyType or kind is dict:  # IRNode.attrs is a mappingproxy
-        return {k: v if type(v) in _SCALARS else _plain(v) for k, v in value.items()}
+        return {k: v if type(v) in _SCALARS else plain(v) for k, v in value.items()}
     if isinstance(value, tuple | list):
-        return [_plain(v) for v in value]
-    return {k: _plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+        return [plain(v) for v in value]
+    return {k: plain(v) for k, v in value.items()} if isinstance(value, Mapping) else value
+
+
+_DTYPE_NAMES = {dtype: name for name, dtype in DTYPES.items()}
+
+
+def constant_bytes(name: str, tensor) -> tuple[str, memoryview]:
+    """A constant's dtype name in the header and its little-endian bytes, row-major: a view
+    of the tensor's own memory where it is contiguous, not a copy (`save` writes them,
+    `file_sha256` and `hash_graphir` hash them).
+
+    Raises:
+        ValueError: `tensor` is not a dense tensor of one of the file's dtypes.
+    """
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided \
+            or tensor.dtype not in _DTYPE_NAMES or tensor.is_meta:
+        got = (f"{tensor.dtype} {tensor.layout} tensor on {tensor.device}"
+               if isinstance(tensor, torch.Tensor) else type(tensor).__name__)
+        raise ValueError(f"cannot save constant {name!r}: expected a dense tensor of "
+                         f"dtype {sorted(DTYPES)}, got {got}")
+    t = tensor.detach() if tensor.requires_grad else tensor
+    t = (t if t.is_cpu else t.cpu()).contiguous()  # no call where none is needed
+    if sys.byteorder == "big":  # the file is little-endian
+        raw = t.reshape(-1).view(torch.uint8)
+        blob = memoryview(raw.reshape(-1, t.element_size()).flip(1).reshape(-1).numpy())
+    elif t.dtype is torch.bfloat16:  # numpy has no bfloat16: its bytes as uint8
+        blob = memoryview(t.reshape(-1).view(torch.uint8).numpy())
+    else:
+        blob = memoryview(t.numpy())
+    return _DTYPE_NAMES[t.dtype], blob
 
 
 def _encode(ir: GraphIR) -> tuple[dict, list[memoryview], int]:
     """The header, each constant's little-endian bytes, and the data section's length."""
     nodes = [{
         "name": n.name, "op_type": n.op_type, "inputs": list(n.inputs),
-        "attrs": _plain(n.attrs), "shape": _plain(n.shape), "dtype": n.dtype,
+        "attrs": plain(n.attrs), "shape": plain(n.shape), "dtype": n.dtype,
         "source": {k: getattr(n.source, k) for k in _SOURCE_KEYS},
     } for n in ir.nodes]
-    names = {dtype: name for name, dtype in DTYPES.items()}
     entries, blobs, end = [], [], 0
     for name, tensor in ir.constants.items():
-        if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided \
-                or tensor.dtype not in names or tensor.is_meta:
-            got = (f"{tensor.dtype} {tensor.layout} tensor on {tensor.device}"
-                   if isinstance(tensor, torch.Tensor) else type(tensor).__name__)
-            raise ValueError(f"cannot save constant {name!r}: expected a dense tensor of "
-                             f"dtype {sorted(DTYPES)}, got {got}")
-        t = (tensor.detach() if tensor.requires_grad else tensor).cpu().contiguous()
-        if sys.byteorder == "big":  # the file is little-endian
-            raw = t.reshape(-1).view(torch.uint8)
-            blob = memoryview(raw.reshape(-1, t.element_size()).flip(1).reshape(-1).numpy())
-        elif t.dtype is torch.bfloat16:  # numpy has no bfloat16: its bytes as uint8
-            blob = memoryview(t.reshape(-1).view(torch.uint8).numpy())
-        else:
-            blob = memoryview(t.numpy())  # the tensor's own bytes: no copy to hash or write
-        entries.append({"name": name, "dtype": names[t.dtype], "shape": list(t.shape),
+        dtype, blob = constant_bytes(name, tensor)
+        entries.append({"name": name, "dtype": dtype, "shape": list(tensor.shape),
                         "offset": aligned(end), "nbytes": blob.nbytes})
         blobs.append(blob)
         end = aligned(end) + blob.nbytes

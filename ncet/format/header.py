@@ -142,7 +142,7 @@ def _check_list(where: str, value, ok: Callable[[Any], bool], what: str) -> None
             fail(f"{where}[{i}]", f"expected {what}, got {item!r:.80}")
 
 
-def _check_shape(where: str, value) -> int:
+def check_shape(where: str, value) -> int:
     """Check a shape and return its number of elements."""
     _check_list(where, value, lambda v: _is_int(v) and v >= 0, "non-negative int64 sizes")
     if len(value) > MAX_RANK:
@@ -156,7 +156,7 @@ def _check_shape(where: str, value) -> int:
 
 
 # Attribute kind (see OP_SCHEMAS) -> (what the value must be, test on the parsed JSON value).
-_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
+ATTRIBUTE_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "int": ("an int", _is_int),
     "int?": ("an int or null", lambda v: v is None or _is_int(v)),
     "float": ("a finite number", _is_float),
@@ -172,14 +172,15 @@ _KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
     "const": ("a constant name", _is_str),
     "const?": ("a constant name or null", lambda v: v is None or _is_str(v)),
 }
-assert {k for _, s in OP_SCHEMAS.values() for k in s.values()} <= set(_KINDS), "new attr kind"
+assert {k for _, s in OP_SCHEMAS.values() for k in s.values()} <= set(ATTRIBUTE_KINDS), \
+    "new attr kind"
 
 
 def _check_attrs(where: str, op_type: str, attrs, constants: set[str]) -> None:
     schema = OP_SCHEMAS[op_type][1]
     _check_keys(where, attrs, frozenset(schema))
     for key, kind in schema.items():
-        (what, ok), value = _KINDS[kind], attrs[key]
+        (what, ok), value = ATTRIBUTE_KINDS[kind], attrs[key]
         if not ok(value):
             fail(f"{where}[{key!r}]", f"expected {what} (kind {kind!r}), got {value!r:.80}")
         if kind.startswith("const") and value is not None and value not in constants:
@@ -206,7 +207,7 @@ def _check_node(where: str, node, seen: set[str], constants: set[str]) -> None:
                                  f"got {len(inputs)}")
     _check_attrs(f"{where}.attrs", op_type, node["attrs"], constants)
     if op_type != "Output":
-        _check_shape(f"{where}.shape", shape)
+        check_shape(f"{where}.shape", shape)
     elif shape is not None:
         fail(f"{where}.shape", f"must be null for Output, got {shape!r:.80}")
     if not _is_str(node["dtype"]):
@@ -247,7 +248,7 @@ def _check_constants(entries, data_len: int) -> set[str]:
         where = f"{where} {name!r:.80}"
         if not _is_str(dtype) or dtype not in DTYPES:
             fail(f"{where}.dtype", f"{dtype!r:.80} is not one of {sorted(DTYPES)}")
-        expected = _check_shape(f"{where}.shape", entry["shape"]) * DTYPES[dtype].itemsize
+        expected = check_shape(f"{where}.shape", entry["shape"]) * DTYPES[dtype].itemsize
         if not _is_int(nbytes) or nbytes != expected:
             fail(f"{where}.nbytes", f"expected {expected} (numel x itemsize), "
                                      f"got {nbytes!r:.80}")
