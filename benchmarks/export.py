@@ -7,7 +7,8 @@ torch thread (scale.py's `medians`, the calls compared run interleaved after a w
     (`dynamo=False`), on the same model at --export-nodes FX nodes (target: >= 30x and
     >= 2x faster); both exporters' console output is silenced;
   * `to_onnx` alone, microseconds per FX node at --sizes up to 20,000 nodes, with the share
-    of it spent hashing the GraphIR for `metadata_props`, and the fitted exponent k of
+    of it spent hashing the GraphIR for `metadata_props`, the sha256 of the bytes `ncet.save`
+    writes (the stamp before `hash_graphir`) timed beside it, and the fitted exponent k of
     time ~ nodes^k over the sizes >= 1,000 nodes (target: <= 20 us per node, k <= 1.1);
   * `ncet.check_onnx` against one onnxruntime forward of the exported file (graph
     optimizations off, the session built and run once) + one float64 `ncet.evaluate` of the
@@ -37,6 +38,7 @@ import torch
 import torch.fx
 
 import ncet
+from ncet.format.file import file_sha256
 
 if __package__:  # imported as benchmarks.export (the tests)
     from . import cnn_check
@@ -129,9 +131,12 @@ def to_onnx_row(model, shape, repeats: int) -> dict:
     digest = _graphir_hash()
     if digest is not None:
         fns["hash"] = lambda: digest(ir)
+    fns["save_sha256"] = lambda: file_sha256(ir)  # the stamp before hash_graphir, for scale
     t = medians(fns, repeats)
     row = {"nodes": nodes, "to_onnx_s": t["to_onnx"],
-           "to_onnx_us_per_node": 1e6 * t["to_onnx"] / nodes}
+           "to_onnx_us_per_node": 1e6 * t["to_onnx"] / nodes,
+           "save_sha256_s": t["save_sha256"],
+           "save_sha256_us_per_node": 1e6 * t["save_sha256"] / nodes}
     if digest is not None:
         row.update({"hash_s": t["hash"], "hash_us_per_node": 1e6 * t["hash"] / nodes})
     return row
@@ -288,13 +293,15 @@ def print_tables(result: dict) -> None:
         print(f"{r['model']:<7}{r['nodes']:>7}{r['ncet_s']:>9.3f}{r['dynamo_s']:>10.2f}"
               f"{r['dynamo_over_ncet']:>10.1f}{r['torchscript_s']:>8.2f}"
               f"{r['torchscript_over_ncet']:>9.1f}{counts:>28}")
-    print("\nto_onnx alone (CPU s, medians), us per FX node; hash: the GraphIR's sha256 "
-          "inside it")
-    print(f"{'model':<7}{'nodes':>7}{'to_onnx s':>11}{'us/node':>9}{'hash us/node':>14}")
+    print("\nto_onnx alone (CPU s, medians), us per FX node; hash: the GraphIR hash inside "
+          "it; save sha256: the sha256 of the bytes ncet.save writes (file_sha256, timed in the "
+          "same run for scale)")
+    print(f"{'model':<7}{'nodes':>7}{'to_onnx s':>11}{'us/node':>9}{'hash us/node':>14}"
+          f"{'save sha256 us/node':>21}")
     for r in result["to_onnx"]:
         hash_cell = f"{r['hash_us_per_node']:>14.1f}" if "hash_s" in r else f"{'-':>14}"
         print(f"{r['model']:<7}{r['nodes']:>7}{r['to_onnx_s']:>11.3f}"
-              f"{r['to_onnx_us_per_node']:>9.1f}{hash_cell}")
+              f"{r['to_onnx_us_per_node']:>9.1f}{hash_cell}{r['save_sha256_us_per_node']:>21.1f}")
     print("fitted k (time ~ nodes^k over sizes >= 1,000 nodes):")
     for family, fits in result["fits"].items():
         print(f"  {family:<7}" + "  ".join(f"{key.removesuffix('_s')}={_fmt(k)}"
