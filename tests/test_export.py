@@ -243,7 +243,7 @@ def test_doc_strings_carry_provenance_and_metadata_the_versions_and_hash():
     assert "conv1" in conv.doc_string and "examples.py:" in conv.doc_string
     props = {p.key: p.value for p in exported.metadata_props}
     assert props == {"ncet.version": ncet.__version__, "ncet.profile": "canonical",
-                     "ncet.graphir.sha256": hash_graphir(ir),  # tests/test_graphir_hash.py
+                     "ncet.graphir.hash": hash_graphir(ir),  # tests/test_graphir_hash.py
                      "torch.version": torch.__version__}
 
 

@@ -146,3 +146,66 @@ def test_an_int64_initializer_that_does_not_fit_is_refused(attrs, refusal):
                            if n.name == "relu" else n for n in ir.nodes), ir.constants)
     with pytest.raises(ExportError, match=refusal):
         ncet.to_onnx(sliced)
+
+
+def _converted(model, shape):
+    return ncet.convert(_seeded(lambda: model), shape)
+
+
+def _replaced(ir, name, **changes):
+    return GraphIR(tuple(dataclasses.replace(n, **changes) if n.name == name else n
+                         for n in ir.nodes), ir.constants)
+
+
+def test_an_int_eps_or_slope_is_a_float_attribute():
+    # save's "float" kind takes ints; ONNX's epsilon and alpha are FLOAT attributes
+    ir = _converted(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.BatchNorm1d(3),
+                                        torch.nn.LeakyReLU(0.5)), (4,))
+    bn = next(n for n in ir.nodes if n.op_type == "BatchNorm")
+    leaky = next(n for n in ir.nodes if n.op_type == "LeakyReLU")
+    ir = _replaced(_replaced(ir, bn.name, attrs={**bn.attrs, "eps": 0}), leaky.name,
+                   attrs={"negative_slope": 1})
+    for profile in ("canonical", "verifier"):
+        model = ncet.to_onnx(ir, profile=profile)
+        onnx.checker.check_model(model, full_check=True)
+        kinds = {a.name: a.type for n in model.graph.node for a in n.attribute}
+        assert kinds["epsilon"] == kinds["alpha"] == onnx.AttributeProto.FLOAT
+
+
+@pytest.mark.parametrize(("change", "refusal"), [
+    (lambda ir: _replaced(ir, "relu", op_type="ElementwiseAffine", attrs={
+        "kind": "add", "tensor_position": 0, "scalar": None, "constant": None, "alpha": 1.0}),
+     "its scalar None is not a number"),
+    (lambda ir: _replaced(ir, "relu", op_type="Concat", attrs={"axis": 2**63 - 1}),
+     "axis=9223372036854775808 does not fit ONNX's int64"),
+    (lambda ir: _replaced(ir, "relu", op_type="Transpose", attrs={"dim0": 5, "dim1": 0}),
+     "do not describe a computation .*IndexError"),
+], ids=["affine-without-operand", "attribute-past-int64", "transpose-past-the-rank"])
+def test_a_saveable_graph_that_does_not_compute_is_refused_with_the_node(change, refusal,
+                                                                       tmp_path):
+    odd = change(linear_ir())
+    ncet.save(odd, tmp_path / "g.ncet")  # save takes it; load's meaning check would not
+    with pytest.raises(ExportError, match=f"cannot export node 'relu'.*{refusal}"):
+        ncet.to_onnx(odd)
+
+
+def test_a_constant_with_the_negative_bit_is_written_with_its_values():
+    ir = linear_ir()
+    weight = ir.constants["fc.weight"]
+    flagged = (-weight)._neg_view()  # the values of weight, behind the negative bit
+    conjugated = torch.complex(weight, weight).conj().imag  # -weight, the same way
+    assert flagged.is_neg() and conjugated.is_neg()
+    for tensor, values in ((flagged, weight), (conjugated, -weight)):
+        exported = ncet.to_onnx(GraphIR(ir.nodes, {**ir.constants, "fc.weight": tensor}))
+        written = {t.name: t for t in exported.graph.initializer}["fc.weight"]
+        assert written.raw_data == raw(values)
+
+
+def test_forms_save_accepts_export_as_the_plain_ones():
+    ir = _converted(torch.nn.Sequential(torch.nn.Conv2d(2, 3, 3, padding=1), torch.nn.ReLU()),
+                    (2, 5, 5))
+    odd = GraphIR(tuple(dataclasses.replace(
+        n, shape=None if n.shape is None else (list(n.shape) if i % 2 else torch.Size(n.shape)),
+        attrs={k: tuple(v) if isinstance(v, list) else v for k, v in n.attrs.items()})
+        for i, n in enumerate(ir.nodes)), ir.constants)
+    assert ncet.to_onnx(odd).SerializeToString() == ncet.to_onnx(ir).SerializeToString()

@@ -199,6 +199,8 @@ class GraphBuilder:
         return self._filled(suffix, (length,), value, dtype)
 
     def _filled(self, suffix: str, shape: tuple[int, ...], value: float, dtype: str) -> str:
+        if type(value) not in (int, float):  # numpy would make None a NaN
+            raise refuse(self.current, f"its {suffix} {value!r:.80} is not a number")
         name = self.helper_name(suffix)
         array = np.full(shape, value, dtype=_NUMPY_TYPES[dtype])
         if sys.byteorder != "little":
@@ -213,6 +215,8 @@ class GraphBuilder:
         kind = type(value)
         if kind is list:  # only lists of ints are keys: [0.0] == [-0.0] and [1] == [1.0]
             key = (name, kind, tuple(value)) if all(type(v) is int for v in value) else None
+        elif kind is tuple:
+            key = None
         else:
             key = (name, kind, value.hex() if kind is float else value)
         try:
@@ -221,7 +225,11 @@ class GraphBuilder:
             key, field = None, None
         if field is None:
             proto = onnx.NodeProto()
-            add_attribute(proto, name, value)
+            try:
+                add_attribute(proto, name, value)
+            except ValueError:  # protobuf's "Value out of range"
+                raise refuse(self.current, f"attribute {name}={value!r:.80} does not fit "
+                                           "ONNX's int64") from None
             field = wire.delimited(wire.NODE_ATTRIBUTE, proto.attribute[0].SerializeToString())
             if key is not None:
                 self._attributes[key] = field

@@ -63,7 +63,7 @@ def _check_dtypes(ir: GraphIR, node: IRNode, constant_dtypes: dict[str, str]) ->
 
 
 def graphir_sha256(ir: GraphIR, table: dict | None = None) -> str:
-    """`metadata_props["ncet.graphir.sha256"]`: `ncet.format.digest.hash_graphir(ir)`;
+    """`metadata_props["ncet.graphir.hash"]`: `ncet.format.digest.hash_graphir(ir)`;
     `table` is the GraphIR's `constant_table` when the caller has it."""
     try:
         with cyclic_gc_paused():
@@ -129,7 +129,12 @@ def build_model(ir: GraphIR, profile: str = "canonical", batch: int | None = Non
                 continue
             b.current = node
             _check_dtypes(ir, node, dtypes)
-            patterns[node.op_type](b, node, node.inputs)
+            try:
+                patterns[node.op_type](b, node, node.inputs)
+            except (IndexError, KeyError, TypeError, ValueError) as exc:  # not ExportError
+                raise refuse(node, f"its attributes and shapes do not describe a computation "
+                                   f"(which ncet.load's meaning check refuses): "
+                                   f"{type(exc).__name__}: {exc}") from exc
             if node.name not in b.names:
                 raise refuse(node, "internal: the pattern did not produce the node's value")
             if node.name not in returned:
@@ -141,7 +146,7 @@ def build_model(ir: GraphIR, profile: str = "canonical", batch: int | None = Non
         graph.doc_string = f"exported by ncet.to_onnx, {profile} profile"
         model.opset_import.add(domain="", version=opset)
         for key, value in (("ncet.version", _ncet_version()), ("ncet.profile", profile),
-                           ("ncet.graphir.sha256", graphir_hash),
+                           ("ncet.graphir.hash", graphir_hash),
                            ("torch.version", torch.__version__)):
             model.metadata_props.add(key=key, value=value)
     return model

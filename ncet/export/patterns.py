@@ -66,7 +66,7 @@ def _batch_norm(b, node, xs):
     weight = a["weight"] or b.scalar_vector("ones", 1.0, channels, node.dtype)
     bias = a["bias"] or b.scalar_vector("zeros", 0.0, channels, node.dtype)
     b.node("BatchNormalization", [xs[0], weight, bias, a["mean"], a["var"]], node.name,
-           epsilon=a["eps"])
+           epsilon=float(a["eps"]))  # an int eps is a FLOAT attribute too
 
 
 def _adaptive_avg_pool2d(b, node, xs):
@@ -125,7 +125,7 @@ def _max_pool2d(b, node, xs):
 def _leaky_relu(b, node, xs):
     slope = node.attrs["negative_slope"]
     if node.dtype == "float32":
-        b.node("LeakyRelu", xs, node.name, alpha=slope)
+        b.node("LeakyRelu", xs, node.name, alpha=float(slope))
         return
     # max(x, slope * x) is x for x >= 0 and slope * x below, slope in (0, 1): exact, with the
     # slope at full precision (LeakyRelu's alpha is float32).

@@ -354,12 +354,12 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
                          f"{len(ir.outputs)}: was it exported from this GraphIR?")
     run = onnxruntime_runner(ir, model, threads)
     props = {p.key: p.value for p in model.metadata_props}
-    stamp = props.get("ncet.graphir.sha256")
+    stamp = props.get("ncet.graphir.hash")
     if unsaveable is not None:
         raise unsaveable
     origin = "" if stamp == digest else \
-        ("; the file's ncet.graphir.sha256 is not this GraphIR's" if stamp else
-         "; the file carries no ncet.graphir.sha256")
+        ("; the file's ncet.graphir.hash is not this GraphIR's" if stamp else
+         "; the file carries no ncet.graphir.hash")
     report = check_runtime(ir, run, *inputs, runtime=f"onnxruntime {ort.__version__}",
                            context=origin, arithmetic=read_onnxruntime_arithmetic(threads),
                            batch=batch, samples_per_scale=samples_per_scale, seed=seed,

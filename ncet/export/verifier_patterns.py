@@ -43,7 +43,7 @@ def _leaky_relu(b, node, xs):
         raise refuse(node, f"negative_slope={slope!r} is not a float32 value, and LeakyRelu's "
                            "alpha is a float32 attribute; use a slope that is one (0.125, "
                            "0.25), or export with profile='canonical' (Mul then Max)")
-    b.node("LeakyRelu", xs, node.name, alpha=slope)
+    b.node("LeakyRelu", xs, node.name, alpha=float(slope))
 
 
 def _avg_pool2d(b, node, xs):

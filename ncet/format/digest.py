@@ -122,7 +122,10 @@ def _row(node: IRNode, last: bool, operators: bool, seen: set[str], constants,
                       f"{op_type}'s {sorted(keys)}")
     _check_attrs(node, tests, required, optional, constants)
     _check_shape(node, shapes)
-    source = _SOURCE(node.source)
+    try:
+        source = _SOURCE(node.source)
+    except AttributeError:
+        _refuse(node, f"the provenance {node.source!r:.80} is not a Source")
     if type(node.dtype) is not str or any(type(v) is not str for v in source):
         _refuse(node, "the dtype and every provenance field must be strings")
     return name, op_type, inputs, values_of(node.attrs), node.shape, node.dtype, source
@@ -157,6 +160,8 @@ def hash_graphir(ir: GraphIR, table: dict[str, tuple[str, memoryview]] | None = 
     if not isinstance(ir, GraphIR):
         raise TypeError(f"hash_graphir() expects a GraphIR, got {type(ir).__name__}")
     constants, nodes = ir.constants, ir.nodes
+    if not nodes:  # GraphIR asserts it, but not under -O
+        raise ValueError("a GraphIR has at least its Output node")
     rows, seen, shapes, last = [], set(), set(), len(nodes) - 1
     for position, node in enumerate(nodes):
         rows.append(_row(node, position == last, bool(rows) and rows[-1][1] != "Input", seen,

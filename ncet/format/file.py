@@ -254,6 +254,7 @@ def constant_bytes(name: str, tensor) -> tuple[str, memoryview]:
                          f"dtype {sorted(DTYPES)}, got {got}")
     t = tensor.detach() if tensor.requires_grad else tensor
     t = (t if t.is_cpu else t.cpu()).contiguous()  # no call where none is needed
+    t = t.resolve_neg().resolve_conj()  # numpy() refuses a tensor with either bit set
     if sys.byteorder == "big":  # the file is little-endian
         raw = t.reshape(-1).view(torch.uint8)
         blob = memoryview(raw.reshape(-1, t.element_size()).flip(1).reshape(-1).numpy())
