@@ -132,9 +132,10 @@ def build_model(ir: GraphIR, profile: str = "canonical", batch: int | None = Non
             try:
                 patterns[node.op_type](b, node, node.inputs)
             except (IndexError, KeyError, TypeError, ValueError) as exc:  # not ExportError
-                raise refuse(node, f"its attributes and shapes do not describe a computation "
-                                   f"(which ncet.load's meaning check refuses): "
-                                   f"{type(exc).__name__}: {exc}") from exc
+                raise refuse(node, f"its pattern failed on its attributes and shapes "
+                                   f"({type(exc).__name__}: {exc}); ncet.load's meaning "
+                                   "check refuses a GraphIR whose attributes do not "
+                                   "compute") from exc
             if node.name not in b.names:
                 raise refuse(node, "internal: the pattern did not produce the node's value")
             if node.name not in returned:
