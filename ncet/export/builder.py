@@ -13,11 +13,6 @@ from ..errors import NCETError
 from ..ir import GraphIR, IRNode
 from . import wire
 
-ELEMENT_TYPES = {"float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE}
-"""The IR dtypes this export writes, with their ONNX element types."""
-
-_NUMPY_TYPES = {"float32": np.float32, "float64": np.float64}
-
 RAW_ELEMENT_TYPES = {
     "float16": TensorProto.FLOAT16, "bfloat16": TensorProto.BFLOAT16,
     "float32": TensorProto.FLOAT, "float64": TensorProto.DOUBLE, "int8": TensorProto.INT8,
@@ -25,6 +20,11 @@ RAW_ELEMENT_TYPES = {
     "uint8": TensorProto.UINT8, "bool": TensorProto.BOOL}
 """The ONNX element type of each constant dtype of a GraphIR file (ncet.format.header.DTYPES),
 all written as raw little-endian bytes, as numpy_helper.from_array writes them."""
+
+ELEMENT_TYPES = {dtype: RAW_ELEMENT_TYPES[dtype] for dtype in ("float32", "float64")}
+"""The IR dtypes this export writes, with their ONNX element types."""
+
+_NUMPY_TYPES = {"float32": np.float32, "float64": np.float64}
 
 
 class ExportError(NCETError):

@@ -247,14 +247,21 @@ def _bound_bars(axis, bars: list[tuple[int, float]], bottom: float) -> None:
         autolim=False)
 
 
+def _ratio_axis(axis, series, above: str, line: str) -> tuple[float, float]:
+    """A log axis of ratios to 1: the zero band, a band of colour `above` over 1 and a line
+    of colour `line` at 1; returns the floor (where zeros are drawn) and the top."""
+    finite = [v for vs in series for v in vs if math.isfinite(v)]
+    floor = _floor(finite)
+    top = min(max([v for v in finite if v > 0] + [1.0]) * 10, CEILING * 10)
+    _zero_band(axis, floor)
+    axis.axhspan(1.0, top, color=COLORS[above], zorder=0)
+    axis.axhline(1.0, color=COLORS[line], linewidth=1.0, zorder=1)
+    return floor, top
+
+
 def _ratio_panel(axis, entries, checks: list[str]) -> None:
     ratios = {c: [_worst(e, c)[2] for e in entries] for c in checks}
-    finite = [r for rs in ratios.values() for r in rs if math.isfinite(r)]
-    floor = _floor(finite)
-    top = min(max([r for r in finite if r > 0] + [1.0]) * 10, CEILING * 10)
-    _zero_band(axis, floor)
-    axis.axhspan(1.0, top, color=COLORS["alarm"], zorder=0)
-    axis.axhline(1.0, color=COLORS["violation"], linewidth=1.0, zorder=1)
+    floor, top = _ratio_axis(axis, ratios.values(), "alarm", "violation")
     markers = {"local": "o", "e2e": "^"}
     for check, values in ratios.items():
         xs = range(len(values))

@@ -10,13 +10,11 @@ import math
 from ..exactness.report import ExactnessReport
 from ..exactness.report_view import ratio_text
 from .plots import (
-    CEILING,
     COLORS,
     _decade,
-    _floor,
     _node_axis,
+    _ratio_axis,
     _shown,
-    _zero_band,
     new_figure,
     styled,
 )
@@ -111,12 +109,7 @@ def sensitivity_figure(report: ExactnessReport, width: float = 12.0, height: flo
     axis = axes[0][0]
     series = {"local": [e.sensitivity for e in entries],
               "e2e": [e.e2e_relative_bound for e in entries]}
-    finite = [v for vs in series.values() for v in vs if math.isfinite(v)]
-    floor = _floor(finite)
-    top = min(max([v for v in finite if v > 0] + [1.0]) * 10, CEILING * 10)
-    _zero_band(axis, floor)
-    axis.axhspan(1.0, top, color=COLORS["vacuous"], zorder=0)
-    axis.axhline(1.0, color=COLORS["e2e"], linewidth=1.0, zorder=1)
+    floor, top = _ratio_axis(axis, series.values(), "vacuous", "e2e")
     labels = {"local": ("o", "node-local: bound / |value| at the tightest element"),
               "e2e": ("^", "end to end: largest bound / largest |value|")}
     for check, values in series.items():
