@@ -336,3 +336,43 @@ def test_a_file_with_two_batch_sizes_is_refused():
 class TwoInputs(nn.Module):
     def forward(self, x, y):
         return x + y
+
+
+@pytest.mark.parametrize("fault", [None, _transb_flipped], ids=["as exported", "Gemm flipped"])
+def test_samples_split_into_chunks_give_the_one_chunk_report(monkeypatch, fault):
+    """A check over several chunks (forced by a small budget) sees every sample once, in
+    chunks within one sample of each other, and reaches the verdict, the nodes checked and
+    violated and the first violation of the check in one chunk."""
+    from ncet.exactness import runtime_check
+    from ncet.export.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
+
+    _, ir = _branches()
+    exported = ncet.to_onnx(ir)
+    if fault is not None:
+        fault(exported)
+    x = torch.randn(11, 2, 4, 4, generator=torch.Generator().manual_seed(3))
+    runner, seen = onnxruntime_runner(ir, exported), []
+
+    def run(chunk):
+        seen.append(chunk[0].shape[0])
+        return runner(chunk)
+
+    def check():
+        return runtime_check.check_runtime(ir, run, x, runtime="onnxruntime",
+                                           arithmetic=read_onnxruntime_arithmetic())
+
+    whole = check()
+    assert seen == [11]
+    held = sum(int(np.prod(n.shape)) for n in ir.nodes if n.shape is not None)
+    monkeypatch.setattr(runtime_check, "RUNTIME_CHUNK_ELEMENTS", 3 * held)  # 3 samples
+    seen.clear()
+    split = check()
+    assert seen == [2, 3, 3, 3], "four chunks of sizes within one of each other"
+    assert split.ok == whole.ok == (fault is None)
+    def facts(report):
+        return [(e.name, e.checked, e.local_violations > 0, e.e2e_violations > 0)
+                for e in report.entries]
+
+    assert facts(split) == facts(whole) and split.samples == whole.samples == 11
+    if fault is not None:
+        assert split.first_violation.name == whole.first_violation.name
