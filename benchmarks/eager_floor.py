@@ -74,16 +74,18 @@ def _largest(error: torch.Tensor, bound: torch.Tensor | None) -> float:
     return float(error.div_(bound).nan_to_num_(0.0, float("inf")).max())
 
 
-def minimal_check(model: torch.nn.Module, steps: list[tuple],
-                  x: torch.Tensor) -> dict[str, tuple[float, float]]:
+def minimal_check(model: torch.nn.Module, steps: list[tuple], x: torch.Tensor,
+                  values: list[torch.Tensor] | None = None) -> dict[str, tuple[float, float]]:
     """check_exactness's arithmetic on the MLP, as straight-line code: the largest node-local
-    and end-to-end ratio of every node, by name."""
+    and end-to-end ratio of every node, by name. `values`: another runtime's value of every
+    layer, in order (onnxruntime's, for check_onnx), checked instead of the model's own
+    layers; the model is then not run."""
     ratios = {}
     with torch.no_grad():
         h, t_in = x, x.to(_F64)
         ref, radius = t_in, None  # the inputs are exact
-        for layer, node, w64, w32abs, w64abs, dot in steps:
-            y = layer(h)  # PyTorch's value
+        for i, (layer, node, w64, w32abs, w64abs, dot) in enumerate(steps):
+            y = layer(h) if values is None else values[i]  # PyTorch's value, or the runtime's
             t = y.to(_F64)
             if dot is None:  # ReLU: exact, the radius passes through
                 local = _largest(torch.sub(t, torch.relu(t_in)).abs_(), None)
@@ -107,7 +109,8 @@ def minimal_check(model: torch.nn.Module, steps: list[tuple],
                                   None if total is None else total.expand_as(t))
             ratios[node.name] = (local, end_to_end)
             h, t_in, ref, radius = y, t, value, total
-        model(x)  # the eager forward the outputs are compared with
+        if values is None:
+            model(x)  # the eager forward the outputs are compared with
     return ratios
 
 

@@ -16,7 +16,10 @@ torch thread (scale.py's `medians`, the calls compared run interleaved after a w
     them, when `ncet.check_onnx` exists: on small-layer models (scale.py's families at
     --check-nodes, the bundled residual_cnn; per-node overhead dominates) and on real
     networks (benchmarks/cnn_check.py's CIFAR ResNet-18 and VGG-11-BN, exported by to_onnx;
-    the convolutions dominate) at --cnn-samples, --cnn-repeats.
+    the convolutions dominate) at --cnn-samples, --cnn-repeats; on the MLP, also against
+    its least work (`minimal_check_onnx`: onnxruntime's forward with every value exposed and
+    the certificate's arithmetic as straight-line code), which bounds what any check_onnx
+    can reach there.
 
 Usage: python benchmarks/export.py [--quick] [--sizes 1000,20000] [--json out.json]
 Ratios are measured in one run on this (shared) machine; they are not assertions.
@@ -42,10 +45,11 @@ from ncet.format.file import file_sha256
 from ncet.frontend.canonicalize import cyclic_gc_paused
 
 if __package__:  # imported as benchmarks.export (the tests)
-    from . import cnn_check
+    from . import cnn_check, eager_floor
     from .scale import FAMILIES, build, fit_exponent, inputs, medians
 else:  # run as a script (python benchmarks/export.py): benchmarks/ itself is on sys.path
     import cnn_check
+    import eager_floor
     from scale import FAMILIES, build, fit_exponent, inputs, medians
 
 _ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -195,12 +199,15 @@ def check_row(name: str, check_nodes: int, mlp_width: int, samples: int, repeats
     threads = ({"threads": torch.get_num_threads()}
                if "threads" in inspect.signature(ncet.check_onnx).parameters else {})
     reports = []
-    t = medians({"floor": floor, "session": session, "forward": forward,
-                 "evaluate": lambda: ncet.evaluate(ir, x),
-                 "check": lambda: reports.append(ncet.check_onnx(ir, exported, x, **threads)),
-                 "check_exactness": lambda: ncet.check_exactness(model, ir, x)},
-                repeats)
+    calls = {"floor": floor, "session": session, "forward": forward,
+             "evaluate": lambda: ncet.evaluate(ir, x),
+             "check": lambda: reports.append(ncet.check_onnx(ir, exported, x, **threads)),
+             "check_exactness": lambda: ncet.check_exactness(model, ir, x)}
+    if name == "mlp":
+        calls["minimal"] = minimal_check_onnx(model, ir, exported, x)
+    t = medians(calls, repeats)
     report = reports[-1]
+    minimal = t.get("minimal")
     return {"model": name, "kind": "real network" if name in REAL_NETWORKS else "small layers",
             "nodes": fx_nodes(model), "samples": samples, "repeats": repeats,
             "floor_s": t["floor"], "session_s": t["session"], "forward_s": t["forward"],
@@ -209,7 +216,26 @@ def check_row(name: str, check_nodes: int, mlp_width: int, samples: int, repeats
             "check_over_forward_and_evaluate": t["check"] / (t["forward"] + t["evaluate"]),
             "check_exactness_s": t["check_exactness"],
             "check_over_check_exactness": t["check"] / t["check_exactness"],
+            "minimal_s": minimal,
+            "minimal_over_floor": None if minimal is None else minimal / t["floor"],
+            "check_over_minimal": None if minimal is None else t["check"] / minimal,
             "ok": bool(report.ok), "verdict": str(report).splitlines()[0]}
+
+
+def minimal_check_onnx(model, ir: ncet.GraphIR, exported, x: torch.Tensor):
+    """check_onnx's least work on scale.py's MLP, as a call: onnxruntime's session with every
+    value exposed, one forward, and the certificate's arithmetic on those values as
+    straight-line code (eager_floor.minimal_check; tests/test_benchmarks.py holds its ratios
+    equal to check_onnx's report). Above 3 x the floor, no check_onnx meets the target."""
+    from ncet.export.runtime import onnxruntime_runner
+
+    steps = eager_floor.prepare(model, ir)
+
+    def minimal():
+        values, _ = onnxruntime_runner(ir, exported, torch.get_num_threads())([x])
+        return eager_floor.minimal_check(model, steps, x,
+                                         [values[node.name] for _, node, *_ in steps])
+    return minimal
 
 
 # --- the run ---------------------------------------------------------------------------------
@@ -312,20 +338,24 @@ def print_tables(result: dict) -> None:
         print(f"  {family:<7}" + "  ".join(f"{key.removesuffix('_s')}={_fmt(k)}"
                                            for key, k in fits.items()))
     print("\ncheck_onnx against one onnxruntime forward (session built, optimizations off) + "
-          "one float64 evaluate; c_e: check_exactness of the PyTorch model on the same samples")
+          "one float64 evaluate; c_e: check_exactness of the PyTorch model on the same samples; "
+          "min: check_onnx's arithmetic as straight-line code (the MLP only)")
     if result["check_onnx"] == "not available":
         print("  ncet.check_onnx: not available")
         return
     print(f"{'model':<15}{'kind':<14}{'nodes':>6}{'samples':>8}{'floor s':>9}{'session s':>10}"
           f"{'forward s':>10}{'eval s':>8}{'check s':>9}{'chk/floor':>10}"
-          f"{'chk/(fwd+eval)':>15}{'c_e s':>8}{'chk/c_e':>8}  verdict")
+          f"{'chk/(fwd+eval)':>15}{'c_e s':>8}{'chk/c_e':>8}{'min/floor':>10}{'chk/min':>8}"
+          "  verdict")
     for r in result["check_onnx"]:
         print(f"{r['model']:<15}{r['kind']:<14}{r['nodes']:>6}{r['samples']:>8}"
               f"{r['floor_s']:>9.3f}"
               f"{r['session_s']:>10.3f}{r['forward_s']:>10.3f}{r['evaluate_s']:>8.3f}"
               f"{r['check_s']:>9.3f}{r['check_over_floor']:>10.2f}"
               f"{r['check_over_forward_and_evaluate']:>15.2f}{r['check_exactness_s']:>8.3f}"
-              f"{r['check_over_check_exactness']:>8.2f}  {r['verdict']}")
+              f"{r['check_over_check_exactness']:>8.2f}"
+              f"{_fmt(r.get('minimal_over_floor')):>10}{_fmt(r.get('check_over_minimal')):>8}"
+              f"  {r['verdict']}")
 
 
 def main(argv=None) -> int:

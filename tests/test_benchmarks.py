@@ -129,7 +129,8 @@ def test_export_script_writes_every_ratio(tmp_path, capsys):
     assert check["samples"] == 4 and check["ok"], check["verdict"]
     for key in ("floor_s", "session_s", "forward_s", "evaluate_s", "check_s",
                 "check_over_floor", "check_over_forward_and_evaluate", "check_exactness_s",
-                "check_over_check_exactness"):
+                "check_over_check_exactness", "minimal_s", "minimal_over_floor",
+                "check_over_minimal"):
         assert check[key] > 0, key
     assert check["check_over_floor"] == pytest.approx(check["check_s"] / check["floor_s"])
     assert "chk/floor" in printed
@@ -152,6 +153,26 @@ def test_minimal_check_computes_what_check_exactness_reports(nodes, width, sampl
     assert got == {e.name: (e.local_ratio, e.e2e_ratio) for e in report.entries}
     if nodes > 200:
         assert max(e.e2e_bound for e in report.entries) > torch.finfo(torch.float32).max
+
+
+@pytest.mark.parametrize("nodes,width,samples", _MINIMAL_CASES)
+def test_minimal_check_on_onnxruntimes_values_computes_what_check_onnx_reports(
+        nodes, width, samples):
+    # export.py's least check_onnx is a bound only if it does check_onnx's arithmetic
+    pytest.importorskip("onnxruntime")
+    from benchmarks import export
+    from ncet.export.runtime import onnxruntime_runner
+
+    model, shape = scale.build("mlp", nodes, mlp_width=width)
+    ir = ncet.convert(model, shape)
+    exported = ncet.to_onnx(ir)
+    x = scale.inputs(shape, samples)
+    steps = eager_floor.prepare(model, ir)
+    values, _ = onnxruntime_runner(ir, exported, torch.get_num_threads())([x])
+    got = eager_floor.minimal_check(model, steps, x, [values[n.name] for _, n, *_ in steps])
+    report = ncet.check_onnx(ir, exported, x, threads=torch.get_num_threads())
+    assert got == {e.name: (e.local_ratio, e.e2e_ratio) for e in report.entries}
+    assert export.minimal_check_onnx(model, ir, exported, x)() == got
 
 
 def test_eager_floor_script_writes_its_rows(tmp_path):
