@@ -198,3 +198,39 @@ def test_the_hash_does_not_depend_on_the_process():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
                          text=True, check=True).stdout.strip()
     assert out == hash_graphir(_example("residual_cnn"))
+
+
+def _little_endian(t: torch.Tensor) -> bytes:
+    """The tensor's values as the file writes them, from their own definition: row-major,
+    little-endian, each element's bytes (torch's view of them as uint8)."""
+    dense = t.detach().resolve_neg().contiguous().reshape(-1)
+    raw = dense.view(torch.uint8).reshape(-1, dense.element_size())
+    return bytes((raw if sys.byteorder == "little" else raw.flip(1)).reshape(-1).tolist())
+
+
+_BASE = torch.tensor([[1.5, -0.0, 3e-39], [float("nan"), -2.25, 7.0]])
+CONSTANT_FORMS = [
+    *[pytest.param(_BASE.to(dtype), id=str(dtype).removeprefix("torch."))
+      for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
+                    torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)],
+    pytest.param(_BASE.t(), id="transposed"),
+    pytest.param(_BASE[:, 1:], id="a strided slice"),
+    pytest.param(torch.nn.Parameter(_BASE.clone()), id="a parameter"),
+    pytest.param(_BASE.clone().requires_grad_(), id="requires-grad"),
+    pytest.param((-_BASE)._neg_view(), id="negative bit"),
+    pytest.param(torch.tensor(2.5), id="0-d"),
+    pytest.param(torch.empty(0, 3), id="empty"),
+    pytest.param(_BASE.expand(4, 2, 3), id="expanded"),
+]
+
+
+@pytest.mark.parametrize("tensor", CONSTANT_FORMS)
+def test_a_constants_bytes_are_its_values_little_endian_in_every_form(tensor):
+    """constant_bytes, which save, the hash and to_onnx read, in its fast path (a plain
+    contiguous tensor) and the others alike."""
+    from ncet.format.file import constant_bytes
+
+    dtype, blob = constant_bytes("c", tensor)
+    assert dtype == str(tensor.dtype).removeprefix("torch.")
+    assert bytes(blob) == _little_endian(tensor) and blob.nbytes == len(_little_endian(tensor))
+    assert hashlib.sha256(blob).digest() == hashlib.sha256(_little_endian(tensor)).digest()
