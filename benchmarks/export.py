@@ -8,7 +8,8 @@ torch thread (scale.py's `medians`, the calls compared run interleaved after a w
     >= 2x faster); both exporters' console output is silenced;
   * `to_onnx` alone, microseconds per FX node at --sizes up to 20,000 nodes, with the share
     of it spent hashing the GraphIR for `metadata_props`, the sha256 of the bytes `ncet.save`
-    writes (the stamp before `hash_graphir`) timed beside it, and the fitted exponent k of
+    writes (the stamp before `hash_graphir`) and `ncet.convert` of the same model (the
+    machine's pace in the same run) timed beside it, and the fitted exponent k of
     time ~ nodes^k over the sizes >= 1,000 nodes (target: <= 20 us per node, k <= 1.1);
   * `ncet.check_onnx` against one onnxruntime forward of the exported file (graph
     optimizations off, the session built and run once) + one float64 `ncet.evaluate` of the
@@ -141,9 +142,11 @@ def to_onnx_row(model, shape, repeats: int) -> dict:
             file_sha256(ir)
 
     fns["save_sha256"] = save_sha256
+    fns["convert"] = lambda: ncet.convert(model, shape)  # the machine's pace, in the same run
     t = medians(fns, repeats)
     row = {"nodes": nodes, "to_onnx_s": t["to_onnx"],
            "to_onnx_us_per_node": 1e6 * t["to_onnx"] / nodes,
+           "convert_s": t["convert"], "to_onnx_over_convert": t["to_onnx"] / t["convert"],
            "save_sha256_s": t["save_sha256"],
            "save_sha256_us_per_node": 1e6 * t["save_sha256"] / nodes}
     if digest is not None:
@@ -328,11 +331,12 @@ def print_tables(result: dict) -> None:
           "it; save sha256: the sha256 of the bytes ncet.save writes (file_sha256, timed in the "
           "same run for scale)")
     print(f"{'model':<7}{'nodes':>7}{'to_onnx s':>11}{'us/node':>9}{'hash us/node':>14}"
-          f"{'save sha256 us/node':>21}")
+          f"{'save sha256 us/node':>21}{'convert s':>11}{'to_onnx/convert':>17}")
     for r in result["to_onnx"]:
         hash_cell = f"{r['hash_us_per_node']:>14.1f}" if "hash_s" in r else f"{'-':>14}"
         print(f"{r['model']:<7}{r['nodes']:>7}{r['to_onnx_s']:>11.3f}"
-              f"{r['to_onnx_us_per_node']:>9.1f}{hash_cell}{r['save_sha256_us_per_node']:>21.1f}")
+              f"{r['to_onnx_us_per_node']:>9.1f}{hash_cell}{r['save_sha256_us_per_node']:>21.1f}"
+              f"{r['convert_s']:>11.3f}{r['to_onnx_over_convert']:>17.2f}")
     print("fitted k (time ~ nodes^k over sizes >= 1,000 nodes):")
     for family, fits in result["fits"].items():
         print(f"  {family:<7}" + "  ".join(f"{key.removesuffix('_s')}={_fmt(k)}"

@@ -116,7 +116,8 @@ def test_export_script_writes_every_ratio(tmp_path, capsys):
     assert row["dynamo_over_ncet"] == pytest.approx(row["dynamo_s"] / row["ncet_s"])
     assert row["onnx_nodes/ncet"] > 0 and row["onnx_nodes/dynamo"] > 0
     assert [r["nodes"] for r in result["to_onnx"]] == [21, 41]
-    assert all(r["to_onnx_us_per_node"] > 0 for r in result["to_onnx"])
+    assert all(r["to_onnx_us_per_node"] > 0 and r["to_onnx_over_convert"] > 0
+               for r in result["to_onnx"])
     assert set(result["fits"]) == {"mlp"}  # None: no two sizes >= 1,000 nodes
     printed = capsys.readouterr().out
     assert "dyn/ncet" in printed and "TS/ncet" in printed and "us/node" in printed
