@@ -253,6 +253,9 @@ UNSAVEABLE = [
     pytest.param(with_node(linear_ir(), "relu", shape=(-1,)), id="negative-shape"),
     pytest.param(with_node(linear_ir(), "relu", shape=(0, 2**62, 2**62)), id="strides-overflow"),
     pytest.param(with_node(linear_ir(), "relu", dtype=torch.float32), id="dtype-not-a-name"),
+    pytest.param(with_node(linear_ir(), "relu", source=None), id="no-provenance"),
+    pytest.param(with_node(linear_ir(), "relu", source=dataclasses.replace(
+        linear_ir().node("relu").source, location=3)), id="provenance-not-text"),
     pytest.param(GraphIR(linear_ir().nodes, {**linear_ir().constants,
                                              "fc.bias": torch.zeros(3, dtype=torch.complex64)}),
                  id="complex-constant"),

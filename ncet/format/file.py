@@ -279,7 +279,7 @@ def _encode(ir: GraphIR) -> tuple[dict, list[memoryview], int]:
     nodes = [{
         "name": n.name, "op_type": n.op_type, "inputs": list(n.inputs),
         "attrs": plain(n.attrs), "shape": plain(n.shape), "dtype": n.dtype,
-        "source": {k: getattr(n.source, k) for k in _SOURCE_KEYS},
+        "source": {k: getattr(n.source, k, None) for k in _SOURCE_KEYS},  # None: refused
     } for n in ir.nodes]
     entries, blobs, end = [], [], 0
     for name, tensor in ir.constants.items():
