@@ -367,7 +367,7 @@ def test_samples_split_into_chunks_give_the_one_chunk_report(monkeypatch, fault)
     monkeypatch.setattr(runtime_check, "RUNTIME_CHUNK_ELEMENTS", 3 * held)  # 3 samples
     seen.clear()
     split = check()
-    assert seen == [2, 3, 3, 3], "four chunks of sizes within one of each other"
+    assert seen == [3, 3, 3, 2], "four chunks, within one sample of each other, largest first"
     assert split.ok == whole.ok == (fault is None)
     def facts(report):
         return [(e.name, e.checked, e.local_violations > 0, e.e2e_violations > 0)
@@ -376,3 +376,27 @@ def test_samples_split_into_chunks_give_the_one_chunk_report(monkeypatch, fault)
     assert facts(split) == facts(whole) and split.samples == whole.samples == 11
     if fault is not None:
         assert split.first_violation.name == whole.first_violation.name
+
+
+def test_no_node_holds_more_than_its_budget_in_a_chunk(monkeypatch):
+    from ncet.exactness import runtime_check
+    from ncet.export.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
+
+    _, ir = _branches()
+    runner, seen = onnxruntime_runner(ir, ncet.to_onnx(ir)), []
+    largest = max(int(np.prod(n.shape)) for n in ir.nodes if n.shape is not None)
+    monkeypatch.setattr(runtime_check, "RUNTIME_NODE_ELEMENTS", 2 * largest)  # 2 samples
+    report = runtime_check.check_runtime(
+        ir, lambda chunk: seen.append(chunk[0].shape[0]) or runner(chunk),
+        torch.randn(5, 2, 4, 4), runtime="onnxruntime", arithmetic=read_onnxruntime_arithmetic())
+    assert seen == [2, 2, 1] and report.ok and report.samples == 5
+
+
+@pytest.mark.parametrize("batch", [0, -1, True, 2.0])
+def test_a_fixed_batch_that_is_no_batch_size_is_refused(batch):
+    from ncet.exactness.runtime_check import check_runtime
+
+    _, ir = _branches()
+    with pytest.raises(ValueError, match="positive int"):
+        check_runtime(ir, lambda chunk: {}, torch.randn(4, 2, 4, 4), runtime="a runtime",
+                      batch=batch)

@@ -209,28 +209,49 @@ def _little_endian(t: torch.Tensor) -> bytes:
 
 
 _BASE = torch.tensor([[1.5, -0.0, 3e-39], [float("nan"), -2.25, 7.0]])
-CONSTANT_FORMS = [
-    *[pytest.param(_BASE.to(dtype), id=str(dtype).removeprefix("torch."))
+CONSTANT_FORMS = [  # (tensor, whether constant_bytes reads it in its fast path)
+    *[pytest.param(_BASE.to(dtype), dtype is not torch.bfloat16,
+                   id=str(dtype).removeprefix("torch."))
       for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int8,
                     torch.int16, torch.int32, torch.int64, torch.uint8, torch.bool)],
-    pytest.param(_BASE.t(), id="transposed"),
-    pytest.param(_BASE[:, 1:], id="a strided slice"),
-    pytest.param(torch.nn.Parameter(_BASE.clone()), id="a parameter"),
-    pytest.param(_BASE.clone().requires_grad_(), id="requires-grad"),
-    pytest.param((-_BASE)._neg_view(), id="negative bit"),
-    pytest.param(torch.tensor(2.5), id="0-d"),
-    pytest.param(torch.empty(0, 3), id="empty"),
-    pytest.param(_BASE.expand(4, 2, 3), id="expanded"),
+    pytest.param(_BASE.t(), False, id="transposed"),
+    pytest.param(_BASE[:, 1:], False, id="a strided slice"),
+    pytest.param(_BASE[1:], True, id="a row slice, at an offset"),
+    pytest.param(torch.randn(2, 3, 4, 5).to(memory_format=torch.channels_last), False,
+                 id="channels-last"),
+    pytest.param(torch.nn.Parameter(_BASE.clone()), False, id="a parameter"),
+    pytest.param(torch.nn.Parameter(_BASE.clone(), requires_grad=False), False,
+                 id="a parameter without grad"),
+    pytest.param(_BASE.clone().requires_grad_(), False, id="requires-grad"),
+    pytest.param((-_BASE)._neg_view(), False, id="negative bit"),
+    pytest.param(torch.tensor(2.5), True, id="0-d"),
+    pytest.param(torch.tensor(5), True, id="0-d int64"),
+    pytest.param(torch.tensor(True), True, id="0-d bool"),
+    pytest.param(torch.empty(0, 3), True, id="empty"),
+    pytest.param(_BASE.expand(4, 2, 3), False, id="expanded"),
 ]
 
 
-@pytest.mark.parametrize("tensor", CONSTANT_FORMS)
-def test_a_constants_bytes_are_its_values_little_endian_in_every_form(tensor):
+@pytest.mark.parametrize(("tensor", "fast"), CONSTANT_FORMS)
+def test_a_constants_bytes_are_its_values_little_endian_in_every_form(tensor, fast,
+                                                                       monkeypatch):
     """constant_bytes, which save, the hash and to_onnx read, in its fast path (a plain
-    contiguous tensor) and the others alike."""
+    contiguous tensor: the general path's resolve_neg is not called) and the general one."""
     from ncet.format.file import constant_bytes
 
+    resolved = []
+    resolve_neg = torch.Tensor.resolve_neg
+    monkeypatch.setattr(torch.Tensor, "resolve_neg",
+                        lambda self: resolved.append(1) or resolve_neg(self))
     dtype, blob = constant_bytes("c", tensor)
-    assert dtype == str(tensor.dtype).removeprefix("torch.")
-    assert bytes(blob) == _little_endian(tensor) and blob.nbytes == len(_little_endian(tensor))
+    assert (not resolved) == (fast and sys.byteorder == "little"), "the path taken"
+    assert dtype == str(tensor.dtype).removeprefix("torch.") and isinstance(blob, memoryview)
+    assert blob.tobytes() == _little_endian(tensor) and blob.nbytes == len(_little_endian(tensor))
     assert hashlib.sha256(blob).digest() == hashlib.sha256(_little_endian(tensor)).digest()
+
+
+def test_the_file_byte_order_is_little_endian():
+    from ncet.format.file import constant_bytes
+
+    assert constant_bytes("c", torch.tensor([1.5]))[1].tobytes() == bytes([0, 0, 0xC0, 0x3F])
+    assert constant_bytes("c", torch.tensor([258], dtype=torch.int16))[1].tobytes() == b"\x02\x01"

@@ -275,6 +275,11 @@ def test_save_refuses_what_load_would_reject(ir, tmp_path):
         save(ir, tmp_path / "g.ncet")
 
 
+def test_save_names_the_provenance_field_it_refuses(tmp_path):
+    with pytest.raises(ValueError, match=r"'relu'.*source\.fx_name: expected a string"):
+        save(with_node(linear_ir(), "relu", source=None), tmp_path / "g.ncet")
+
+
 def test_save_needs_a_graphir(tmp_path):
     with pytest.raises(TypeError, match="GraphIR"):
         save({"nodes": []}, tmp_path / "g.ncet")

@@ -23,6 +23,10 @@ RUNTIME_CHUNK_ELEMENTS = 16 * CHUNK_ELEMENTS
 many elements over all nodes together (64 MiB of float32), not per node as in
 `check_exactness`. Each chunk repeats the per-node work, which dominates on small layers."""
 
+RUNTIME_NODE_ELEMENTS = 4 * CHUNK_ELEMENTS
+"""And at most this many elements at any one node, whose float64 copies, reference, radius
+and scratch buffers the check holds at once (32 MiB each)."""
+
 Values = Mapping[str, torch.Tensor]
 Run = Callable[[list[torch.Tensor]], "Values | tuple[Values, Sequence[torch.Tensor]]"]
 """A runtime: batched inputs in, its value of every IR operator node out, keyed by the IR
@@ -151,15 +155,20 @@ def check_runtime(ir: GraphIR, run: Run, *inputs: torch.Tensor, runtime: str,
         inputs, described = generate_inputs(ir, samples_per_scale, seed)
     total = inputs[0].shape[0]
     if batch is not None:
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise ValueError(f"the runtime's graph has a fixed batch size of {batch!r}; a "
+                             "batch size is a positive int")
         if total % batch:
             raise ValueError(f"{total} samples do not split into batches of {batch}, the "
                              "fixed batch size of the runtime's graph")
         count = total // batch
-    else:  # a runtime gives all of a chunk's values at once: bound their sum
-        held = sum(math.prod(n.shape) for n in ir.nodes if n.shape is not None)
-        most = max(1, RUNTIME_CHUNK_ELEMENTS // max(held, 1))
-        count = -(-total // most)  # as few chunks as fit, their sizes within one of each other
-    edges = [i * total // count for i in range(count + 1)] if count else [0]
+    else:  # a runtime gives all of a chunk's values at once: bound their sum, and each's
+        sizes = [math.prod(n.shape) for n in ir.nodes if n.shape is not None]
+        most = max(1, min(RUNTIME_CHUNK_ELEMENTS // max(sum(sizes), 1),
+                          RUNTIME_NODE_ELEMENTS // max(max(sizes, default=1), 1)))
+        count = -(-total // most)  # as few chunks as fit
+    # sizes within one sample of each other, the largest first (the buffers they size)
+    edges = [-(-i * total // count) for i in range(count + 1)] if count else [0]
     checker = RuntimeChecker(ir, run, arithmetic or read_arithmetic_model(), runtime=runtime,
                              local=local, end_to_end=end_to_end, faults=faults)
     checker.sample(total, keep_samples, seed)

@@ -243,9 +243,9 @@ machine; numpy has no bfloat16)."""
 
 
 def constant_bytes(name: str, tensor) -> tuple[str, memoryview]:
-    """A constant's dtype name in the header and its little-endian bytes, row-major, as a
-    buffer (a memoryview or an ndarray): a view of the tensor's own memory where it is
-    contiguous, not a copy (`save` writes them, `file_sha256` and `hash_graphir` hash them).
+    """A constant's dtype name in the header and its little-endian bytes, row-major: a view
+    of the tensor's own memory where it is contiguous, not a copy (`save` writes them,
+    `file_sha256` and `hash_graphir` hash them).
 
     Raises:
         ValueError: `tensor` is not a dense tensor of one of the file's dtypes.
@@ -254,7 +254,7 @@ def constant_bytes(name: str, tensor) -> tuple[str, memoryview]:
         dtype = _NUMPY_NAMES.get(tensor.dtype)
         if dtype is not None and tensor.layout is torch.strided and tensor.is_cpu \
                 and not tensor.requires_grad and tensor.is_contiguous() and not tensor.is_neg():
-            return dtype, tensor.numpy()
+            return dtype, memoryview(tensor.numpy())
     if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.strided \
             or tensor.dtype not in _DTYPE_NAMES or tensor.is_meta:
         got = (f"{tensor.dtype} {tensor.layout} tensor on {tensor.device}"
