@@ -8,8 +8,8 @@ torch thread (scale.py's `medians`, the calls compared run interleaved after a w
     >= 2x faster); both exporters' console output is silenced;
   * `to_onnx` alone, microseconds per FX node at --sizes up to 20,000 nodes, with the share
     of it spent hashing the GraphIR for `metadata_props`, the sha256 of the bytes `ncet.save`
-    writes (the stamp before `hash_graphir`) and `ncet.convert` of the same model (the
-    machine's pace in the same run) timed beside it, and the fitted exponent k of
+    writes (the stamp before `hash_graphir`) timed beside it, `ncet.convert` of the same
+    model right after (the machine's pace in the same run), and the fitted exponent k of
     time ~ nodes^k over the sizes >= 1,000 nodes (target: <= 20 us per node, k <= 1.1);
   * `ncet.check_onnx` against one onnxruntime forward of the exported file (graph
     optimizations off, the session built and run once) + one float64 `ncet.evaluate` of the
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import inspect
 import json
 import os
@@ -142,8 +143,12 @@ def to_onnx_row(model, shape, repeats: int) -> dict:
             file_sha256(ir)
 
     fns["save_sha256"] = save_sha256
-    fns["convert"] = lambda: ncet.convert(model, shape)  # the machine's pace, in the same run
     t = medians(fns, repeats)
+    # the machine's pace, right after: not interleaved, as convert leaves cyclic garbage (its
+    # traced graph) that the collector would free inside the next call timed
+    gc.collect()
+    t["convert"] = medians({"convert": lambda: ncet.convert(model, shape)}, repeats)["convert"]
+    gc.collect()
     row = {"nodes": nodes, "to_onnx_s": t["to_onnx"],
            "to_onnx_us_per_node": 1e6 * t["to_onnx"] / nodes,
            "convert_s": t["convert"], "to_onnx_over_convert": t["to_onnx"] / t["convert"],
