@@ -168,11 +168,8 @@ def _affine(b, node, xs):
     a = node.attrs
     if a["constant"] is None:
         k = b.scalar("scalar", a["scalar"], node.dtype)
-    else:
+    else:  # of the node's dtype: to_onnx's _check_dtypes refuses any other first
         k = a["constant"]
-        if str(b.ir.constants[k].dtype).removeprefix("torch.") != node.dtype:
-            raise refuse(node, f"constant {k!r} is {b.ir.constants[k].dtype}, the node "
-                               f"{node.dtype}: ONNX would need a Cast")
     if a["kind"] in ("mul", "div"):
         b.node("Mul" if a["kind"] == "mul" else "Div", [xs[0], k], node.name)
         return
