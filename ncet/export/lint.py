@@ -3,11 +3,11 @@ silently mis-handle, with the reason and the tool-side evidence (tools.py)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
 import onnx
 
+from .onnx_file import read_model
 from .tool_graph import GraphContext
 from .tools import LINT_TOOLS, RULES_BY_OP, TOOLS
 
@@ -72,31 +72,7 @@ def _location(node: onnx.NodeProto) -> str:
 
 
 def _load(model_or_path) -> onnx.ModelProto:
-    if isinstance(model_or_path, onnx.ModelProto):
-        return model_or_path
-    if isinstance(model_or_path, (bytes, bytearray, memoryview)):
-        data, what = bytes(model_or_path), "the bytes given"
-    elif isinstance(model_or_path, (str, os.PathLike)):
-        what = repr(os.fspath(model_or_path))
-        with open(model_or_path, "rb") as f:
-            data = f.read()
-    else:
-        raise TypeError(f"lint_onnx() expects an onnx.ModelProto, a path or bytes, not "
-                        f"{type(model_or_path).__name__}")
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(data)
-    except Exception as exc:  # protobuf's DecodeError, or worse, on a hostile file
-        raise ValueError(f"{what} is not an ONNX model: it does not parse as one "
-                         f"({type(exc).__name__})") from None
-    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
-        raise ValueError(f"{what} is not an ONNX model: no IR version or no graph nodes")
-    try:
-        onnx.checker.check_model(model)
-    except Exception as exc:  # onnx.checker.ValidationError and its C++ relatives
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{what} is not a valid ONNX model: {first}") from None
-    return model
+    return read_model(model_or_path, "lint_onnx", accept_bytes=True, validate=True)
 
 
 def _node_name(node: onnx.NodeProto, index: int) -> str:
