@@ -11,7 +11,6 @@ passes are dictionary look-ups, linear in the number of nodes.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +19,7 @@ import torch
 
 from . import comparison
 from .exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
-from .ir import CONSTANT_ATTRS, GraphIR, IRNode
+from .ir import CONSTANT_ATTRS, GraphIR, IRNode, same_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -396,25 +395,6 @@ def _row(x, y, op_type: str = "") -> RatioRow:
 
 def _same(x: float, y: float) -> bool:
     return x == y or (math.isnan(x) and math.isnan(y))
-
-
-def same_value(x: Any, y: Any) -> bool:
-    """Two attribute values are the same data: of the same type (a tuple and a list alike,
-    an int not a float or a bool), floats bit for bit (a NaN equals itself, and only a NaN
-    of its payload; -0.0 is not 0.0), inside lists, tuples and dicts too."""
-    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
-        return len(x) == len(y) and all(map(same_value, x, y))
-    if type(x) is not type(y):
-        return False
-    if type(x) is float:
-        return _bits(x) == _bits(y)
-    if isinstance(x, dict):
-        return x.keys() == y.keys() and all(same_value(x[k], y[k]) for k in x)
-    return x == y
-
-
-def _bits(value: float) -> bytes:
-    return struct.pack("<d", value)
 
 
 def _plain(value: Any) -> Any:

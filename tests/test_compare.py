@@ -378,3 +378,15 @@ def test_a_float_attribute_compared_by_its_bits_in_a_graph():
         x, y = with_node(a, name, scalar=value), with_node(a, name, scalar=other)
         assert not compare(x, y).same
         assert compare(x, with_node(a, name, scalar=value)).same
+
+
+def test_ir_nodes_are_equal_only_with_bit_identical_attributes():
+    a = ncet.convert(Scaled(0.0), (4,))
+    node = next(n for n in a.nodes if n.op_type == "ElementwiseAffine")
+    assert node == dataclasses.replace(node, attrs=dict(node.attrs))
+    assert node == dataclasses.replace(node, source=Source("other", "", ""))  # provenance aside
+    for other in (-0.0, 0, NAN):
+        assert node != dataclasses.replace(node, attrs={**node.attrs, "scalar": other})
+    nan = dataclasses.replace(node, attrs={**node.attrs, "scalar": NAN})
+    assert nan == dataclasses.replace(node, attrs={**node.attrs, "scalar": NAN})
+    assert nan != dataclasses.replace(node, attrs={**node.attrs, "scalar": OTHER_NAN})
