@@ -102,15 +102,15 @@ def _sparse_and_dense_initializer(m):
 
 
 AMBIGUOUS = [
-    (_duplicate_initializer_first, "duplicate-initializer"),
-    (_duplicate_initializer_last, "duplicate-initializer"),
-    (_sparse_and_dense_initializer, "duplicate-initializer"),
-    (_constant_node_and_initializer, "duplicate-definition"),
-    (_a_node_writes_an_initializer, "duplicate-definition"),
-    (_two_nodes_write_one_name, "duplicate-definition"),
-    (_a_node_writes_a_graph_input, "duplicate-definition"),
-    (_an_input_twice, "duplicate-definition"),
-    (_input_shadows_initializer, "input-shadows-initializer"),
+    (_duplicate_initializer_first, "onnx-duplicate-initializer"),
+    (_duplicate_initializer_last, "onnx-duplicate-initializer"),
+    (_sparse_and_dense_initializer, "onnx-duplicate-initializer"),
+    (_constant_node_and_initializer, "onnx-duplicate-definition"),
+    (_a_node_writes_an_initializer, "onnx-duplicate-definition"),
+    (_two_nodes_write_one_name, "onnx-duplicate-definition"),
+    (_a_node_writes_a_graph_input, "onnx-duplicate-definition"),
+    (_an_input_twice, "onnx-duplicate-definition"),
+    (_input_shadows_initializer, "onnx-input-shadows-initializer"),
 ]
 _IDS = [f.__name__.strip("_") for f, _ in AMBIGUOUS]
 
@@ -221,11 +221,11 @@ def test_a_model_whose_external_data_is_not_loaded_is_refused(tmp_path):
     raw = onnx.load(str(path), load_external_data=False)
     with pytest.raises(ONNXFileError) as info:
         ncet.check_onnx(ir, raw, samples_per_scale=1)
-    assert info.value.code == "external-data" and "0.weight" in str(info.value)
+    assert info.value.code == "onnx-external-data" and "0.weight" in str(info.value)
     (tmp_path / "external.onnx.data").unlink()
     with pytest.raises(ONNXFileError) as info:
         ncet.check_onnx(ir, path, samples_per_scale=1)
-    assert info.value.code == "external-data"
+    assert info.value.code == "onnx-external-data"
 
 
 def _explicit_default(m):

@@ -18,15 +18,16 @@ from onnx import TensorProto, external_data_helper, numpy_helper
 from ..errors import NCETError
 
 READING_REASONS = {
-    "not-onnx": "the bytes do not parse as an ONNX model, or hold no graph to read",
-    "invalid-onnx": "the model breaks a rule of the ONNX checker (lint_onnx only)",
-    "external-data": "a tensor's values are in an external file that was not or cannot "
-                     "be read",
-    "duplicate-initializer": "two initializers (dense or sparse) of one name",
-    "duplicate-definition": "one name defined twice among the graph inputs, initializers "
-                            "and node outputs (a Constant node's included)",
-    "input-shadows-initializer": "a graph input of an initializer's name: a runtime may read "
-                                 "the initializer or a value fed in its place",
+    "onnx-unparsable": "the bytes do not parse as an ONNX model",
+    "onnx-empty": "no IR version, no graph or no graph nodes (lint_onnx only)",
+    "onnx-invalid": "the model breaks a rule of the ONNX checker (lint_onnx only)",
+    "onnx-external-data": "a tensor's values are in an external file that was not or "
+                          "cannot be read",
+    "onnx-duplicate-initializer": "two initializers (dense or sparse) of one name",
+    "onnx-duplicate-definition": "one name defined twice among the graph inputs, "
+                                 "initializers and node outputs (a Constant node's included)",
+    "onnx-input-shadows-initializer": "a graph input of an initializer's name: a runtime may "
+                                      "read the initializer or a value fed in its place",
 }
 """Every reason code of `ONNXFileError`, with what it means."""
 
@@ -83,15 +84,15 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
         try:
             model.ParseFromString(data)
         except Exception as exc:  # protobuf's DecodeError, or worse, on a hostile file
-            raise ONNXFileError("not-onnx", f"{what} is not an ONNX model: it does not parse "
-                                f"as one ({type(exc).__name__})") from None
+            raise ONNXFileError("onnx-unparsable", f"{what} is not an ONNX model: it does "
+                                f"not parse as one ({type(exc).__name__})") from None
     external = [t for t in _tensors(model.graph) if external_data_helper.uses_external_data(t)]
     if external:
         names = ", ".join(repr(t.name) for t in external[:3])
         more = f" and {len(external) - 3} more" if len(external) > 3 else ""
         if base is None:
             raise ONNXFileError(
-                "external-data", f"{what}: the values of {names}{more} are in an external "
+                "onnx-external-data", f"{what}: the values of {names}{more} are in an external "
                 "file that was not loaded; give the file's path, or load it with "
                 "onnx.load(path), which reads them")
         try:
@@ -100,7 +101,7 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
         except Exception as exc:  # a missing file, a path outside the model's folder, ...
             first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
             raise ONNXFileError(
-                "external-data", f"{what}: the external data of {names}{more} cannot be "
+                "onnx-external-data", f"{what}: the external data of {names}{more} cannot be "
                 f"read ({type(exc).__name__}: {first})") from None
     refuse_ambiguity(model.graph, what)
     if validate and model is not source:
@@ -110,13 +111,13 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
 
 def _validate(model: onnx.ModelProto, what: str) -> None:
     if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
-        raise ONNXFileError("not-onnx", f"{what} is not an ONNX model: no IR version or no "
-                            "graph nodes")
+        raise ONNXFileError("onnx-empty", f"{what} is not an ONNX model: no IR version or "
+                            "no graph nodes")
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx.checker.ValidationError and its C++ relatives
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ONNXFileError("invalid-onnx", f"{what} is not a valid ONNX model: {first}"
+        raise ONNXFileError("onnx-invalid", f"{what} is not a valid ONNX model: {first}"
                             ) from None
 
 
@@ -165,9 +166,9 @@ def definitions(graph: onnx.GraphProto) -> dict[str, list[tuple[str, str]]]:
 
 def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model") -> None:
     """Raise ONNXFileError at the first name (in file order) the graph defines twice: two
-    initializers (`duplicate-initializer`), a graph input that is also an initializer
-    (`input-shadows-initializer`), or any other pair of graph inputs, initializers and node
-    outputs (`duplicate-definition`). onnxruntime warns and computes with one of two
+    initializers (`onnx-duplicate-initializer`), a graph input that is also an initializer
+    (`onnx-input-shadows-initializer`), or any other pair of graph inputs, initializers and
+    node outputs (`onnx-duplicate-definition`). onnxruntime warns and computes with one of two
     initializers, and lets a graph input override an initializer; a reader of the file may
     take the other. Only the top-level graph: NCET's export writes no subgraph, and the
     comparison with the export refuses one."""
@@ -177,12 +178,12 @@ def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model") -> None:
         kinds = [kind for kind, _ in defs]
         entries = tuple(entry for _, entry in defs)
         if kinds.count("initializer") >= 2 and "node" not in kinds and "input" not in kinds:
-            code, why = "duplicate-initializer", "onnxruntime computes with one of them"
+            code, why = "onnx-duplicate-initializer", "onnxruntime computes with one of them"
         elif sorted(kinds) == ["initializer", "input"]:
-            code, why = ("input-shadows-initializer", "a runtime may read the initializer or "
-                         "a value fed in its place")
+            code, why = ("onnx-input-shadows-initializer", "a runtime may read the "
+                         "initializer or a value fed in its place")
         else:
-            code, why = "duplicate-definition", "a graph defines each value once"
+            code, why = "onnx-duplicate-definition", "a graph defines each value once"
         raise ONNXFileError(
             code, f"{what} defines the name {name!r} {len(defs)} times ({', '.join(entries)})"
             f": {why}, and a reader of the file may take another, so no comparison can "
