@@ -21,7 +21,8 @@ onnx = pytest.importorskip("onnx")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from ncet.export.lint import LINT_TOOLS, LintReport, lint_onnx  # noqa: E402
+from ncet.export.lint import LINT_TOOLS, LintReport, ONNXInputError, lint_onnx  # noqa: E402
+from ncet.export.onnx_input import ONNX_INPUT_REASONS  # noqa: E402
 from ncet.export.tools import RULES, TOOLS  # noqa: E402
 
 F = TensorProto.FLOAT
@@ -41,7 +42,15 @@ def model(nodes, x=(1, 3), inits=None, shapes=None, opset=21):
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", F, list(x))],
                               [helper.make_tensor_value_info(out, F, None)],
                               list(inits.values()), value_info=infos)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    made = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    # onnx.checker (which lint_onnx runs) wants the output's shape: onnx's own inference
+    inferred = onnx.shape_inference.infer_shapes(made)
+    typed = {v.name: v for v in (*inferred.graph.value_info, *inferred.graph.output)}
+    if out in typed and typed[out].type.tensor_type.HasField("shape"):
+        made.graph.output[0].CopyFrom(typed[out])
+    else:
+        made.graph.output[0].CopyFrom(helper.make_tensor_value_info(out, F, []))
+    return made
 
 
 def w(*shape):
@@ -384,4 +393,112 @@ def test_a_node_without_outputs_does_not_crash_the_lint():
     bare = model([node("MatMul", ["x", "W"], ["m"]), node("Add", ["m", "b"], ["y"])], (1, 3),
                  {"W": w(3, 4), "b": w(4)})
     del bare.graph.node[0].output[:]
-    assert isinstance(lint_onnx(bare, "abcrown").findings, tuple)
+    with pytest.raises(ONNXInputError, match="output size 0") as info:
+        lint_onnx(bare, "abcrown")
+    assert info.value.code == "onnx-invalid"
+
+
+# ----------------------------------------------------------------------------------------
+# A malformed model: the same clear error, with the same reason code, whatever its form.
+
+
+def _bad_constant(m):
+    """An initializer with more float values than its shape holds (onnx.checker lets it
+    through, numpy cannot reshape it)."""
+    m.graph.initializer[0].float_data.append(5.0)
+    return m
+
+
+def _float_data(name, values, dims):
+    tensor = TensorProto(name=name, data_type=F, dims=dims)
+    tensor.float_data.extend(values)
+    return tensor
+
+
+def _raw(m, fix):
+    fix(m)
+    return m
+
+
+MALFORMED = {
+    # case: (the model, the tool, the reason code, a fragment of the message)
+    "leakyrelu-alpha-string": (
+        model([node("LeakyRelu", ["x"], ["y"], alpha="0.2")]), "eran", "onnx-invalid",
+        "alpha"),
+    "conv-pads-int": (
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], pads=1)], (1, 2, 5, 5),
+              {"W": w(4, 2, 3, 3)}), "abcrown", "onnx-invalid", "pads"),
+    "gemm-transa-float": (
+        model([node("Gemm", ["x", "W"], ["y"], transA=1.0)], (3, 1), {"W": w(3, 4)}),
+        "abcrown", "onnx-invalid", "transA"),
+    "pad-mode-int": (
+        model([node("Pad", ["x", "p"], ["y"], mode=3)], X4,
+              {"p": i64([0, 0, 1, 1, 0, 0, 1, 1])}), "abcrown", "onnx-invalid", "mode"),
+    "concat-axis-missing": (
+        model([node("Relu", ["x"], ["r"]), node("Concat", ["x", "r"], ["y"])]), "eran",
+        "onnx-invalid", "axis"),
+    "unsqueeze-axes-int": (
+        model([node("Unsqueeze", ["x"], ["y"], axes=1)], opset=11), "eran", "onnx-invalid",
+        "axes"),
+    "conv-group-float": (
+        model([node("Conv", ["x", "W"], ["y"], kernel_shape=[3, 3], group=2.0)],
+              (1, 4, 5, 5), {"W": w(4, 2, 3, 3)}), "marabou", "onnx-invalid", "group"),
+    "reshape-shape-truncated": (
+        _raw(model([node("Reshape", ["x", "s"], ["y"])], (1, 2, 3), {"s": i64([0, 6])}),
+             lambda m: setattr(m.graph.initializer[0], "raw_data",
+                               m.graph.initializer[0].raw_data[:3])),
+        "marabou", "onnx-invalid", "raw_data"),
+    "mul-constant-too-long": (
+        _raw(model([node("Mul", ["x", "k"], ["y"])], (1, 3)),
+             lambda m: m.graph.initializer.append(_float_data("k", [1, 2, 3, 4], [3]))),
+        "marabou", "onnx-malformed-node", "marabou-mul-vector"),
+    "constant-node-too-long": (
+        model([helper.make_node("Constant", [], ["s"],
+                                value=_float_data("s", [0, 6, 1], [2])),
+               node("Reshape", ["x", "s"], ["y"])], (1, 2, 3)),
+        "marabou", "onnx-malformed-node", "marabou-reshape-zero"),
+    "no-nodes": (
+        _raw(model([node("Relu", ["x"], ["y"])]), lambda m: m.graph.ClearField("node")),
+        "eran", "onnx-empty", "no graph nodes"),
+}
+
+FORMS = ("ModelProto", "bytes", "path")
+
+
+def _given(m, form, folder):
+    if form == "ModelProto":
+        return m
+    if form == "bytes":
+        return m.SerializeToString()
+    path = os.path.join(folder, "m.onnx")
+    with open(path, "wb") as f:
+        f.write(m.SerializeToString())
+    return path
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("case", list(MALFORMED))
+def test_malformed_model_is_one_clear_error_in_every_form(case, form, tmp_path):
+    m, tool, code, fragment = MALFORMED[case]
+    with pytest.raises(ONNXInputError) as info:
+        lint_onnx(_given(m, form, tmp_path), tool)
+    error = info.value
+    assert error.code == code and code in ONNX_INPUT_REASONS
+    assert isinstance(error, ValueError) and isinstance(error, ncet.errors.NCETError)
+    assert fragment in str(error) and str(error).endswith(f"[{code}]")
+
+
+def test_malformed_model_through_the_public_function_hides_ncet_frames():
+    m, tool, code, _ = MALFORMED["leakyrelu-alpha-string"]
+    with pytest.raises(ONNXInputError) as info:
+        ncet.lint_onnx(m, tool)
+    assert info.value.code == code
+    frames = [f.filename for f in __import__("traceback").extract_tb(info.value.__traceback__)]
+    assert not any(os.sep + "ncet" + os.sep in f for f in frames), frames
+
+
+def test_a_well_formed_model_gives_the_same_report_in_every_form(tmp_path):
+    m, _ = CASES["eran-leakyrelu-alpha"]
+    reports = {form: lint_onnx(_given(m, form, tmp_path), "eran") for form in FORMS}
+    assert len(set(reports.values())) == 1
+    assert [f.code for f in reports["path"].findings] == ["eran-leakyrelu-alpha"]

@@ -3,15 +3,15 @@ silently mis-handle, with the reason and the tool-side evidence (tools.py)."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import asdict, dataclass
 
 import onnx
 
-from .tool_graph import GraphContext
+from .onnx_input import ONNXInputError, read_onnx
+from .tool_graph import GraphContext, ToolRule
 from .tools import LINT_TOOLS, RULES_BY_OP, TOOLS
 
-__all__ = ["LINT_TOOLS", "LintFinding", "LintReport", "lint_onnx"]
+__all__ = ["LINT_TOOLS", "LintFinding", "LintReport", "ONNXInputError", "lint_onnx"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,34 +71,6 @@ def _location(node: onnx.NodeProto) -> str:
     return ""
 
 
-def _load(model_or_path) -> onnx.ModelProto:
-    if isinstance(model_or_path, onnx.ModelProto):
-        return model_or_path
-    if isinstance(model_or_path, (bytes, bytearray, memoryview)):
-        data, what = bytes(model_or_path), "the bytes given"
-    elif isinstance(model_or_path, (str, os.PathLike)):
-        what = repr(os.fspath(model_or_path))
-        with open(model_or_path, "rb") as f:
-            data = f.read()
-    else:
-        raise TypeError(f"lint_onnx() expects an onnx.ModelProto, a path or bytes, not "
-                        f"{type(model_or_path).__name__}")
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(data)
-    except Exception as exc:  # protobuf's DecodeError, or worse, on a hostile file
-        raise ValueError(f"{what} is not an ONNX model: it does not parse as one "
-                         f"({type(exc).__name__})") from None
-    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
-        raise ValueError(f"{what} is not an ONNX model: no IR version or no graph nodes")
-    try:
-        onnx.checker.check_model(model)
-    except Exception as exc:  # onnx.checker.ValidationError and its C++ relatives
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{what} is not a valid ONNX model: {first}") from None
-    return model
-
-
 def _node_name(node: onnx.NodeProto, index: int) -> str:
     if node.name:
         return node.name
@@ -110,7 +82,8 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
     mis-handle, with the reason and the tool-side source (docs/export.md).
 
     Only the top-level graph is checked (no Loop/If bodies). An op type outside the tool's
-    supported list is reported as rejected; the others are held to the tool's rules.
+    supported list is reported as rejected; the others are held to the tool's rules. The
+    model is read and checked by onnx.checker the same way whatever its form (`read_onnx`).
 
     Args:
         model_or_path: An `onnx.ModelProto`, a path to a .onnx file, or its bytes.
@@ -120,7 +93,10 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
         A `LintReport`; `.ok` when nothing was found, `str()` for a readable listing.
 
     Raises:
-        ValueError: `tool` is unknown, or the file or bytes are not a valid ONNX model.
+        ValueError: `tool` is unknown.
+        ONNXInputError: The model is not a valid ONNX model (a ValueError too; `.code` is
+            one of `ONNX_INPUT_REASONS`: onnx-unparsable, onnx-empty, onnx-invalid,
+            onnx-external-data, onnx-malformed-node).
         TypeError: `model_or_path` is none of the accepted kinds.
 
     Example:
@@ -129,15 +105,14 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
     """
     if tool not in TOOLS:
         raise ValueError(f"unknown tool {tool!r}; choose one of {', '.join(LINT_TOOLS)}")
-    model = _load(model_or_path)
+    model = read_onnx(model_or_path, "lint_onnx()")
     spec = TOOLS[tool]
     ctx = GraphContext.of(model.graph)
     findings = []
     for index, node in enumerate(ctx.nodes):
         op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
         name, location = _node_name(node, index), _location(node)
-        matched = [r for r in RULES_BY_OP.get((tool, op), ())
-                   if r.condition is None or r.condition(node, ctx)]
+        matched = [r for r in RULES_BY_OP.get((tool, op), ()) if _holds(r, node, ctx, name)]
         for rule in matched:
             findings.append(LintFinding(name, op, rule.verdict, rule.reason, rule.source,
                                         location, rule.code))
@@ -146,3 +121,18 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
                 name, op, "rejects", f"{op} is not in {tool}'s supported ops", spec.source,
                 location, f"{tool}-unsupported-op"))
     return LintReport(tool, tuple(findings), len(ctx.nodes))
+
+
+def _holds(rule: ToolRule, node: onnx.NodeProto, ctx: GraphContext, name: str) -> bool:
+    """Whether `rule` applies to `node`; a node the rule cannot read (a constant whose data
+    does not fit its shape, say, which onnx.checker lets through) is a clear error."""
+    if rule.condition is None:
+        return True
+    try:
+        return bool(rule.condition(node, ctx))
+    except (TypeError, KeyError, IndexError, ValueError, AttributeError) as exc:
+        detail = (str(exc).strip().splitlines() or [""])[0]
+        raise ONNXInputError("onnx-malformed-node", (
+            f"the model is not a valid ONNX model: node {name!r} ({node.op_type}) cannot be "
+            f"read as {node.op_type} defines it, so rule {rule.code} cannot be applied "
+            f"({type(exc).__name__}: {detail})")) from None
