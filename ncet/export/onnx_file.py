@@ -20,7 +20,8 @@ from ..errors import NCETError
 READING_REASONS = {
     "onnx-unparsable": "the bytes do not parse as an ONNX model",
     "onnx-empty": "no IR version, no graph or no graph nodes (lint_onnx only)",
-    "onnx-invalid": "the model breaks a rule of the ONNX checker (lint_onnx only)",
+    "onnx-invalid": "onnx.checker rejects the model: attribute types, required attributes, "
+                    "tensor sizes, ... (lint_onnx only)",
     "onnx-external-data": "a tensor's values are in an external file that was not or "
                           "cannot be read",
     "onnx-duplicate-initializer": "two initializers (dense or sparse) of one name",
@@ -28,6 +29,8 @@ READING_REASONS = {
                                  "initializers and node outputs (a Constant node's included)",
     "onnx-input-shadows-initializer": "a graph input of an initializer's name: a runtime may "
                                       "read the initializer or a value fed in its place",
+    "onnx-malformed-node": "a node's attributes or constants cannot be read as its op "
+                           "defines them (lint_onnx only)",
 }
 """Every reason code of `ONNXFileError`, with what it means."""
 
@@ -57,8 +60,9 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
     file's bytes), its external data read, refused if it is ambiguous (`refuse_ambiguity`).
     A ModelProto given is returned itself (not copied), its external data, if any, must be
     loaded already: without the file's path there is nowhere to read it from. With
-    `validate`, a model parsed here must also have an IR version and graph nodes, and pass
-    the ONNX checker (`invalid-onnx`).
+    `validate`, the model, given or parsed, must also have an IR version and graph nodes,
+    and pass the ONNX checker (`onnx-empty`, `onnx-invalid`): the same checks whatever its
+    form.
 
     Raises:
         ONNXFileError: Not an ONNX model, external data that cannot be read, a name
@@ -104,7 +108,7 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
                 "onnx-external-data", f"{what}: the external data of {names}{more} cannot be "
                 f"read ({type(exc).__name__}: {first})") from None
     refuse_ambiguity(model.graph, what)
-    if validate and model is not source:
+    if validate:  # a ModelProto given too: the same checks whatever the form
         _validate(model, what)
     return model
 
