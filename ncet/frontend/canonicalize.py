@@ -19,6 +19,7 @@ from .locations import is_library_function
 from .report import ConversionReport, Row
 from .resolution import resolve
 from .rewrites import (
+    RULE_CLAMP_RELU,
     RULE_INPLACE,
     RULE_STATIC_BATCH,
     Refusal,
@@ -32,8 +33,16 @@ from .trace import Traced, submodule, trace_model
 from .trace_cache import record_trace
 from .walker import Walker
 
-_RULE_CODES = {RULE_INPLACE: "inplace", RULE_STATIC_BATCH: "dynamic-argument"}
-"""The code a node gets when its rule does not hold for it: that of the spelling as written."""
+_RULE_CODES = {RULE_INPLACE: "inplace", RULE_STATIC_BATCH: "dynamic-argument",
+               RULE_CLAMP_RELU: "unsupported-function"}
+"""The code a node gets when its rule does not hold for it: that of the spelling as written
+(a clamp method's is "unsupported-method", `_rule_code`)."""
+
+
+def _rule_code(done: Rewritten) -> str:
+    if done.rule == RULE_CLAMP_RELU and done.spelling.startswith("Tensor."):
+        return "unsupported-method"
+    return _RULE_CODES[done.rule]
 
 
 def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
@@ -217,7 +226,7 @@ class _Walk:
         if done is not None and problem is None and not value.failed:
             why = check_rewrite(node, done.rule, self._values, None if node.op != "call_module"
                                 else submodule(self.root, node.target))
-            problem = Rejection(_RULE_CODES[done.rule], why) if why else None
+            problem = Rejection(_rule_code(done), why) if why else None
         if done is not None and problem is not None:  # the rule does not hold for this node
             problem = _unapplied(done, problem)
         if problem is not None:
@@ -284,10 +293,12 @@ class _Walk:
 def _unapplied(done: Rewritten, reason: Rejection) -> Rejection:
     """The rejection of a rewritten node whose rule turned out not to hold for it, in terms
     of the spelling as written."""
-    return Rejection(_RULE_CODES[done.rule], f"rewrite=True cannot apply {done.rule} to "
+    return Rejection(_rule_code(done), f"rewrite=True cannot apply {done.rule} to "
                      f"{done.spelling} here: {reason.reason}",
-                     hint="write it out of place or with a static shape, as the hint for the "
-                          "spelling as written says (rewrite=False)")
+                     hint="write it as the hint for the spelling as written says "
+                          "(rewrite=False)" if done.rule == RULE_CLAMP_RELU else
+                     "write it out of place or with a static shape, as the hint for the "
+                     "spelling as written says (rewrite=False)")
 
 
 def module_expression(root: nn.Module, target: str) -> str:
