@@ -134,6 +134,13 @@ def test_a_tuple_output_keeps_its_structure():
     assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
 
 
+def test_a_model_that_is_only_an_activation_cuts_down_to_its_input():
+    model = nn.Sequential(nn.Sigmoid()).eval()
+    ir = ncet.convert(model, (4,), cut_trailing=True)
+    assert op_types(ir) == ["Input", "Output"] and ir.outputs == ("input_1",)
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
+
+
 def test_a_softmax_over_the_batch_axis_is_not_cut():
     model = nn.Sequential(nn.Linear(4, 3), nn.Softmax(dim=0)).eval()
     report = ncet.diagnose(model, (4,), cut_trailing=True)

@@ -80,6 +80,8 @@ class Checker(NodeChecks):
                     radius[node.name] = torch.zeros((), dtype=_F64)
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, x, x)
+                    if self.cut and node.name in self.ir.outputs:  # a cut down to an input
+                        self.kept[node.name] = (x, ref[node.name], radius[node.name])
                 elif node.op == "get_attr":
                     fx_env[node] = self.traced.attribute(str(node.target))
                 elif node.op == "output":
