@@ -55,7 +55,8 @@ def test_the_report_says_what_was_cut():
     assert (row.fx_name, row.spelling, row.status, row.op_type) == \
         ("_3", "nn.Softmax", "cut", None)
     assert "trailing nn.Softmax, cut_trailing=True" in row.message
-    assert "1 cut" in report.summary() and "_3 (nn.Softmax" in report.summary()
+    assert row.location == "model[3]"  # a Sequential's child, as Python reaches it
+    assert "1 cut" in report.summary() and "_3 (nn.Softmax, model[3])" in report.summary()
     assert "_3 (nn.Softmax" in repr(report)
     html = report._repr_html_()
     assert "ncet-cut" in html and "_3" in html and "trailing nn.Softmax" in html
@@ -164,7 +165,10 @@ def test_stop_at_a_node_in_the_middle(name):
 
 def test_stop_at_a_function_node_and_a_module_path():
     model = Net(nn.Sigmoid()).eval()
-    ir = ncet.convert(model, (4,), stop_at="relu")
+    report = ncet.diagnose(model, (4,), stop_at="relu")
+    (fc2, last) = report.cut
+    assert fc2.fx_name == "fc2" and fc2.location.startswith("test_cut.py:")  # its line
+    ir = report.graph
     assert op_types(ir) == ["Input", "Linear", "ReLU", "Output"]
     ir = ncet.convert(model, (4,), stop_at="fc2", cut_trailing=True)
     assert ir.outputs == ("fc2",)

@@ -163,12 +163,16 @@ class _Walk:
                                       "batch axis here, so it is not a per-sample activation "
                                       "cut_trailing may leave off",
                         hint="give it the class axis, e.g. dim=-1 or dim=1")), **context)
+        location = "" if _location(node) or node.op != "call_module" else "model" \
+            if self.traced.wrapped_leaf else module_expression(self.traced.root, str(node.target))
         return self._row(node, "cut", message=f"cut: {self.cut.nodes[node.name]}; not part "
-                                              "of the GraphIR", **context)
+                                              "of the GraphIR", location=location, **context)
 
     def _row(self, node, status, *, spelling="", module_path="", module_type="", op_type=None,
-             error: ConversionError | None = None, message="", shape=None) -> Row:
-        source = Source(node.name, node.op, spelling, module_path, module_type, _location(node))
+             error: ConversionError | None = None, message="", shape=None,
+             location: str = "") -> Row:
+        source = Source(node.name, node.op, spelling, module_path, module_type,
+                        location or _location(node))
         done = self.rewritten.get(node.name)
         return Row(source, op_type, status, error.code if error else None,
                    str(error) if error else message, error.hint if error else "", shape, error,
