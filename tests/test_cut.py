@@ -135,6 +135,23 @@ def test_a_tuple_output_keeps_its_structure():
     assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
 
 
+def test_dead_code_stays_mapped_when_trailing_activations_are_cut():
+    class Dead(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 3)
+
+        def forward(self, x):
+            unused = x * 2  # noqa: F841 - FX keeps it; convert maps it, with or without a cut
+            return torch.sigmoid(self.fc(x))
+
+    model = Dead().eval()
+    report = ncet.diagnose(model, (4,), cut_trailing=True)
+    statuses = {r.fx_name: r.status for r in report.rows}
+    assert statuses["mul"] == "mapped" and statuses["sigmoid"] == "cut"
+    assert ncet.check_exactness(model, report.graph, samples_per_scale=4).ok
+
+
 def test_a_model_that_is_only_an_activation_cuts_down_to_its_input():
     model = nn.Sequential(nn.Sigmoid()).eval()
     ir = ncet.convert(model, (4,), cut_trailing=True)

@@ -114,9 +114,12 @@ def plan_cut(graph: torch.fx.Graph, modules: Mapping[str, nn.Module], *,
     if not why and stop_at is None:
         return None
     needed = _ancestors(outputs)
+    # after stop_at, everything the new output does not need; else what only the cut
+    # activations needed (dead code stays, and is mapped as without the cut)
+    candidates = set(nodes) if stop_at is not None else _ancestors(_returned(output))
     for node in nodes:
-        if node.op not in ("placeholder", "output") and node not in needed \
-                and node.name not in why:
+        if node in candidates and node.op not in ("placeholder", "output") \
+                and node not in needed and node.name not in why:
             why[node.name] = f"after stop_at={stop_at!r}" if stop_at is not None else \
                 "needed only by the cut activations"
     order = {n.name: i for i, n in enumerate(nodes)}
