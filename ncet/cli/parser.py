@@ -196,6 +196,13 @@ def _target_options() -> argparse.ArgumentParser:
         "apply the opt-in rewrite rules first: in-place forms become out-of-place where "
         "nothing reads the overwritten tensor afterwards, and x.view(x.size(0), -1) and its "
         "kin become static reshapes (docs/support-boundary.md, \"Opt-in rewrites\")"))
+    options.add_argument("--stop-at", default=None, metavar="NODE", help=(
+        "convert only up to NODE (an FX node name as the mapping table shows it, or a "
+        "module path): the GraphIR returns that node's value, the rest is reported as cut"))
+    options.add_argument("--cut-trailing", action="store_true", help=(
+        "leave out the monotone activations that end every path to the output (Sigmoid, "
+        "Tanh, Softmax, LogSoftmax), so that the GraphIR returns the logits (docs/ir.md, "
+        "\"Cutting a model short\")"))
     return options
 
 
