@@ -268,8 +268,12 @@ def test_search_steps_through_the_matches_and_says_when_none(big_view):
     assert matches == ["relu_1999", *[f"relu_{k}" for k in range(19990, 20000)]]
     assert [view.find("relu_1999") for _ in range(3)] == matches[:3]
     assert "3 of 11" in view.found.value
+    view.search_box.value = "relu_1999"  # typed, then Enter: the next match
+    assert view.selected == matches[3] and "4 of 11" in view.found.value
+    view.next_match.click()  # Enter again sends nothing (the value is unchanged): "next"
+    assert view.selected == matches[4] and "5 of 11" in view.found.value
     view.search_box.value = "no such thing"  # Enter in the box
-    assert view.selected == matches[2] and "no node matches" in view.found.value
+    assert view.selected == matches[4] and "no node matches" in view.found.value
     assert view.search("   ") == []
 
 

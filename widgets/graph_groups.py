@@ -110,7 +110,9 @@ class Groups:
             self.owner[node.name] = group
             self._add_item(group, node.name)
             self._count(group, node.op_type)
+        self._parents = {g.id: g.parent for g in self.groups.values()}
         self._dissolve_single_items()
+        del self._parents
         self._name_calls()
         for group in list(self.groups.values()):
             if len(group.items) > fanout:
@@ -124,20 +126,27 @@ class Groups:
         target.items.append(item)
 
     def _dissolve_single_items(self) -> None:
-        """A group holding one item only is no group: its item takes its place."""
+        """A group holding one item only is no group: its item takes its place (one pass
+        over every group's items, innermost groups first)."""
+        replaced: dict[str, str] = {}  # dissolved group -> the item in its place
         # innermost first: a call's module path is longer than its enclosing call's
         for group in sorted(self.groups.values(), key=lambda g: -len(g.module.split("."))
                             if g.module else 0):
-            if group.parent is None or len(group.items) != 1:
-                continue
-            (item,) = group.items
-            parent = self.groups[group.parent]
-            parent.items[parent.items.index(group.id)] = item
-            if item in self.groups:
-                self.groups[item].parent = parent.id
-            else:
-                self.owner[item] = parent.id
-            del self.groups[group.id]
+            group.items = [replaced.get(item, item) for item in group.items]
+            if group.parent is not None and len(group.items) == 1:
+                replaced[group.id] = group.items[0]
+        for gone in replaced:
+            del self.groups[gone]
+
+        def kept(group: str) -> str:
+            while group not in self.groups:
+                group = self._parents[group]
+            return group
+
+        for group in self.groups.values():
+            if group.parent is not None:
+                group.parent = kept(group.parent)
+        self.owner = {name: kept(group) for name, group in self.owner.items()}
 
     def _name_calls(self) -> None:
         """The groups left get their ids: `path` for a module's first call, `path@k` for its

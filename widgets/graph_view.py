@@ -75,7 +75,8 @@ class GraphView(StaticFallback, W.VBox):
         selected: The IR node name selected (None for none): set by a click and `select`.
         canvas: The GraphCanvas.
         info: HTML: how many nodes and groups are shown.
-        search_box: The search Text; Enter selects the next node matching it.
+        search_box: The search Text; Enter selects the first node matching it.
+        next_match: The button selecting the next match.
         found: HTML: which match is selected, of how many ("no node matches 'xyz'").
 
     Example:
@@ -116,6 +117,10 @@ class GraphView(StaticFallback, W.VBox):
                                  continuous_update=False, layout=W.Layout(width="260px"))
         self.search_box.add_class("ncet-graph-search")
         self.search_box.observe(lambda change: self.find(change["new"]), "value")
+        self.next_match = W.Button(description="next", tooltip="select the next match",
+                                   layout=W.Layout(width="auto", flex="0 0 auto"))
+        self.next_match.add_class("ncet-graph-next")
+        self.next_match.on_click(lambda _: self.find(self.search_box.value))
         self.found = W.HTML()
         self.found.add_class("ncet-graph-found")
         self.svg_button = W.Button(description="SVG of this view", icon="download",
@@ -123,7 +128,7 @@ class GraphView(StaticFallback, W.VBox):
         self.svg_button.add_class("ncet-graph-svg")
         self.svg_link = W.HBox()  # the download link, made on a click (the SVG is large)
         self.svg_button.on_click(lambda _: self._offer_svg())
-        tools = W.HBox([self.search_box, self.found, self.close_all, self.open_all,
+        tools = W.HBox([self.search_box, self.next_match, self.found, self.close_all, self.open_all,
                         self.svg_button, self.svg_link],
                        layout=W.Layout(flex_flow="row wrap", align_items="center"))
         super().__init__([tools, self.info, self.canvas])
