@@ -391,8 +391,15 @@ def test_the_graph_draws_the_module_calls_in_their_order_and_finds_a_node(bench,
         assert ys == sorted(ys), f"clusters not top to bottom in call order: {tops}"
         ARTIFACTS.mkdir(exist_ok=True)
         bench.mouse.move(0, 0)
+        holder = bench.locator(".ncet-graph-canvas .ncet-graph-holder")
+        holder.evaluate("h => { h.style.height = '1500px'; }")  # the whole graph, legible
+        bench.set_viewport_size({"width": VIEWPORT["width"], "height": 1900})
+        bench.locator(".ncet-graph-canvas .ncet-graph-fit").click()
         bench.locator(".ncet-graph-view").screenshot(path=str(CALLS_SCREENSHOT))
         print(f"screenshot: {CALLS_SCREENSHOT}")
+        holder.evaluate("h => { h.style.height = ''; }")
+        bench.set_viewport_size(VIEWPORT)
+        bench.locator(".ncet-graph-canvas .ncet-graph-fit").click()
 
         search = bench.locator(".ncet-graph-view .ncet-graph-search input")
         found = bench.locator(".ncet-graph-view .ncet-graph-found")

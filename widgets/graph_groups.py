@@ -79,6 +79,7 @@ class Groups:
             raise ValueError(f"fanout must be at least 2, got {fanout}")
         self.ir = ir
         self.fanout = fanout
+        self._place = {n.name: k for k, n in enumerate(ir.nodes)}  # graph order
         self.groups: dict[str, Group] = {ROOT: Group(ROOT, "model", None)}
         self.owner: dict[str, str] = {}
         calls: dict[str, int] = {}  # module path -> calls so far
@@ -214,8 +215,6 @@ class Groups:
     def in_call_order(self, ids) -> list[str]:
         """Group ids sorted by when their call ran (their first node's place in the graph);
         an enclosing group before the groups inside it."""
-        if not hasattr(self, "_place"):
-            self._place = {n.name: k for k, n in enumerate(self.ir.nodes)}
         return sorted(ids, key=lambda g: (self._place[_first_node(self, g)],
                                           len(self.ancestors(g)) if g in self.groups else 0))
 
