@@ -171,6 +171,23 @@ def test_every_edge_runs_downward(laid_out):
             assert points[-1][1] == layout.boxes[target][1]
 
 
+def test_edges_run_beside_the_boxes_they_pass(laid_out):
+    """A residual skip is drawn beside the block's boxes, not through them: each piece of an
+    edge (a line, or a curve leaving and entering its ends vertically) stays inside the
+    rectangle its two ends span, and no box but the edge's own ends is in it."""
+    eps = 1e-6
+    for name, _, _, layout in laid_out:
+        for source, target, points in layout.edges:
+            for (x0, y0), (x1, y1) in zip(points, points[1:]):
+                left, right = min(x0, x1), max(x0, x1)
+                for item, (x, y, w, h) in layout.boxes.items():
+                    if item in (source, target):
+                        continue
+                    assert not (x + eps < right and left < x + w - eps and y + eps < y1
+                                and y0 < y + h - eps), (name, source, target, item,
+                                                        (x0, y0), (x1, y1))
+
+
 def test_boxes_never_overlap_and_sit_inside_their_clusters(laid_out):
     eps = 1e-6  # float sums: a box flush with its frame may be 1e-15 outside
 

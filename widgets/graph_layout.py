@@ -3,11 +3,15 @@ the same coordinates on every machine (no system binary, no font measured, no th
 
 Each cluster is laid out on its own, innermost first, and then stands as one box in its
 parent: its items (boxes and inner clusters) are ranked by longest path over the edges
-between them (so every edge runs downward), a long edge gets a chain of bend points, one per
-rank it passes (one chain per source, shared by its targets), the ranks are ordered by a
-bounded number of barycentre sweeps, and x is placed rank by rank as near as the boxes allow
-to the mean of the neighbours' x (an isotonic regression: the order is kept, no overlap).
-A cluster's items stay together, so nodes of one call of a module are contiguous."""
+between them (so every edge runs downward), each rank a horizontal strip. A long edge gets a
+chain of bend points, one per rank it passes (one chain per source, shared by its targets);
+an edge leaving a cluster runs down through the cluster's ranks below its source, one
+entering runs from the cluster's top down to its target, so a residual skip passes beside
+the block's boxes, not through them. The ranks are ordered by a bounded number of barycentre
+sweeps, and x is placed rank by rank as near as the boxes allow to the mean of the
+neighbours' x (an isotonic regression: the order kept, no overlap). A cluster's items stay
+together, so the nodes of one call of a module are contiguous.
+"""
 
 from __future__ import annotations
 
@@ -70,6 +74,7 @@ class _Local:
     outlets: dict[int, list[int]]  # item index -> bends from below it to the bottom
     inlets: dict[str, list[int]]  # outer source -> bends from the top to its lowest target
     index: dict[str, int]
+    bottom: list[float]  # the bottom of each vertex's rank
     width: float
     height: float
 
@@ -166,10 +171,12 @@ def layered_layout(children: Mapping[str, Sequence[str]], sizes: Mapping[str, tu
         tx, ty, tw, _ = boxes[target]
         points = [(sx + sw / 2, sy + sh)]
         for cluster, item in leaving:
+            _drop(points, locals_[cluster], origin[cluster], item)
             local = locals_[cluster]
             points += _through(local, origin[cluster], local.outlets.get(local.index[item], ()))
         if a != b:
             local = locals_[parent[a]]
+            _drop(points, local, origin[parent[a]], a)
             points += _through(local, origin[parent[a]], local.chains.get(local.index[a], ()),
                                local.rank[local.index[b]])
         for cluster, item in entering:
@@ -180,6 +187,13 @@ def layered_layout(children: Mapping[str, Sequence[str]], sizes: Mapping[str, tu
         drawn.append((source, target, tuple(points)))
     whole = locals_[root]
     return Layout(boxes, frames, tuple(drawn), whole.width, whole.height)
+
+
+def _drop(points: list, local: _Local, origin: tuple[float, float], item: str) -> None:
+    """Straight down to the bottom of `item`'s rank (past its taller neighbours there)."""
+    bottom = origin[1] + local.bottom[local.index[item]]
+    if bottom > points[-1][1]:
+        points.append((points[-1][0], bottom))
 
 
 def _through(local: _Local, origin: tuple[float, float], chain, before: int | None = None):
@@ -252,11 +266,11 @@ def _lay_out_cluster(items: list[str], pairs: Mapping[tuple[str, str], None],
     x = _place(ranks, w, up, down)
     heights = [max((h[v] for v in row), default=0.0) for row in ranks]
     y = [0.0] * len(rank)
-    top_of, cursor = [], pad + top
+    bottom = [0.0] * len(rank)
+    cursor = pad + top
     for r, row in enumerate(ranks):
-        top_of.append(cursor)
         for v in row:
-            y[v] = cursor
+            y[v], bottom[v] = cursor, cursor + heights[r]
             if v >= n:  # a bend point spans its rank: the edge passes the tallest box
                 h[v] = heights[r]
         cursor += heights[r] + RANK_GAP
@@ -266,7 +280,7 @@ def _lay_out_cluster(items: list[str], pairs: Mapping[tuple[str, str], None],
     shift = pad - left + (inner - (right - left)) / 2
     x = [c + shift for c in x]
     height = cursor - (RANK_GAP if ranks else 0.0) + pad
-    return _Local(items, rank, x, y, w, h, chains, out_chains, in_chains, index,
+    return _Local(items, rank, x, y, w, h, chains, out_chains, in_chains, index, bottom,
                   inner + 2 * pad, height)
 
 
