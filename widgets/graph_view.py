@@ -257,7 +257,7 @@ def graph_view_html(ir: ncet.GraphIR, expanded: set[str] | None = None,
     groups = groups or Groups(ir)
     expanded = groups.default_expanded(STATIC_BUDGET) if expanded is None else expanded
     shown = groups.visible(expanded | {ROOT})
-    note = (f"<p>{len(ir.nodes)} nodes; {len(shown.boxes)} module groups shown closed.</p>"
+    note = (f"<p>{len(ir.nodes)} nodes; {len(shown.boxes)} module calls shown closed.</p>"
             if shown.boxes else "")
     return (f'<div class="ncet-static ncet-graph" style="max-height:640px;overflow:auto">'
             f"{note}{to_svg(groups, expanded | {ROOT})}</div>")
