@@ -35,6 +35,9 @@ CANVAS_CSS = """
 .ncet-graph-holder g.node { cursor: pointer; }
 .ncet-graph-holder g.edge { pointer-events: none; }
 .ncet-graph-holder g.cluster text { cursor: pointer; fill: var(--jp-ui-font-color2, #475569); }
+.ncet-graph-holder g.cluster rect { stroke: var(--jp-ui-font-color3, #94a3b8); }
+.ncet-graph-holder g.edge path { stroke: var(--jp-ui-font-color2, #64748b); }
+.ncet-graph-holder marker path { fill: var(--jp-ui-font-color2, #64748b); }
 .ncet-graph-holder g.node.ncet-selected rect { stroke: #f59e0b; stroke-width: 4px; }
 """
 
