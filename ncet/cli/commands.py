@@ -37,6 +37,7 @@ from .records import (
     graph_record,
 )
 from .targets import Target, TargetError, load_target
+from .terminal import shown_graphs
 
 OK, FAILED = 0, 1
 """Exit statuses; argparse and UsageError give 2."""
@@ -187,7 +188,7 @@ def run_show(args: argparse.Namespace) -> int:
     if args.json:
         _print_json("show", path=args.file, ok=True, error=None, graph=graph_record(ir))
     else:
-        print(repr(ir))
+        print(repr(shown_graphs(ir)[0]))  # a name's line breaks escaped
     return OK
 
 

@@ -9,6 +9,7 @@ import textwrap
 
 from ..examples import EXAMPLES
 from . import commands, diffing
+from .exporting import MAX_SAMPLES
 from .records import ncet_version
 from .targets import FORMS_HELP
 
@@ -237,8 +238,6 @@ def _check_options() -> argparse.ArgumentParser:
     return options
 
 
-MAX_SAMPLES = 1_000_000
-"""The most --samples per scale: more would not fit in memory for any but the smallest model."""
 
 MAX_SAMPLE_ELEMENTS = 2 ** 31
 """The most elements one sample of an --input-shape may have (PyTorch's int32 index limit)."""
@@ -252,9 +251,9 @@ def _limit(text: str) -> int:
 
 
 def _batch(text: str) -> int:
-    if not text.isdigit() or int(text) == 0:
+    if not text.isdigit() or int(text) == 0 or int(text) >= 2**63:
         raise argparse.ArgumentTypeError(f"{text!r} is not a batch size: give a positive "
-                                         "integer, e.g. --batch 1")
+                                         "integer below 2**63, e.g. --batch 1")
     return int(text)
 
 
