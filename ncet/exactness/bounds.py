@@ -15,6 +15,13 @@ and end to end, with input radii E (§4.2, `end_to_end_radius`):
 
     SAFETY [C(E) + B_t(S_t, X_t) + B_r(S_t + C(E), X_t + X(E))]
 
+When the probes saw subnormals flushed to zero (`ArithmeticModel.flush`), both carry the
+underflow term of §2.2 (`flush_term`), for a node with carry C and k roundings in dtype d:
+
+    Phi_d = SAFETY [(6 + 3 Gamma_d(k)) C(eta_d 1) + 2 k eta_d]
+
+(`FlushedBounds` adds it on every route). Otherwise Phi = 0 and the bounds are unchanged.
+
 This is the reference path, the specification the checker's fast paths are held to
 (`fast_paths.py`).
 """
@@ -29,7 +36,7 @@ import torch
 from ..evaluate import EVALUATORS
 from ..ir import IRNode
 from .arithmetic import SMALLEST_NORMAL, ArithmeticModel, read_arithmetic_model
-from .rules import BOUND_RULES, Consts, Tensors
+from .rules import BOUND_RULES, Consts, Shapes, Tensors
 
 SAFETY = 1.0 + 2.0 ** -20
 """Bounds are computed in float64 (relative error far below 2^-30 for any layer size NCET
@@ -83,6 +90,42 @@ def rounding(node: IRNode, inputs: Tensors, abs_consts: Consts, consts: Consts) 
     exposed = rule.exposed(node, abs_inputs, abs_consts) if rule.exposed else 0.0
     return Rounding(rule.roundings(node, shapes, consts),
                     rule.magnitude(node, abs_inputs, abs_consts), exposed)
+
+
+FLUSH_CARRIES = 6
+"""Phi_d = (FLUSH_CARRIES + 3 Gamma_d) C(eta 1) + FLUSH_ROUNDINGS k eta (§2.2): C(eta 1) for
+operands read as zero by PyTorch (1), by the reference's conversion to float64 and in
+float64 (2), by NCET's own float32 sums of radii (1 + Gamma), a BatchNorm mean flushed (1),
+one spare; NCET's magnitudes computed from flushed operands (2 Gamma)."""
+
+FLUSH_ROUNDINGS = 2
+"""Constants flushed to zero (at most one per rounding counted) and the conversion of
+PyTorch's value to float64 (§2.2)."""
+
+
+def flush_term(node: IRNode, shapes: Shapes, abs_consts: Consts, consts: Consts,
+               dtype: torch.dtype, arithmetic: ArithmeticModel) -> torch.Tensor | float:
+    """Phi_d, the underflow term of a node computed in `dtype` when the probes saw flushing
+    (§2.2): 0 without flushing and for an exact op; else a float64 tensor of the node's
+    per-sample shape with a leading batch dimension of 1.
+
+    Args:
+        node: The IR node.
+        shapes: Its inputs' per-sample shapes.
+        abs_consts: |constants| in float64 (the carry reads them).
+        consts: The constants in their original dtypes (k reads them).
+        dtype: The dtype PyTorch computed the node in.
+        arithmetic: The arithmetic model; `flush` turns the term on.
+    """
+    rule = BOUND_RULES[node.op_type]
+    if not arithmetic.flush or rule.magnitude is None:
+        return 0.0
+    eta = SMALLEST_NORMAL[dtype]
+    k = rule.roundings(node, shapes, consts)
+    radii = [torch.full((1, *shape), eta, dtype=_F64) for shape in shapes]
+    carried = rule.carry(node, radii, abs_consts)
+    g = arithmetic.gamma(dtype, node.op_type, k)
+    return SAFETY * ((FLUSH_CARRIES + 3 * g) * carried + FLUSH_ROUNDINGS * k * eta)
 
 
 def node_local_bound(node: IRNode, r: Rounding, dtype: torch.dtype,
@@ -178,14 +221,18 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
         inputs: Its input values (batched; any float dtype, read exactly).
         consts: The IR's constants in their own dtypes (read exactly).
         dtype: The precision the node is computed in.
-        arithmetic: The arithmetic model (flags); read from PyTorch when None.
+        arithmetic: The arithmetic model (flags); read from PyTorch when None. Under
+            flushing the bound includes the underflow term `flush_term`.
     """
     xs = [x.to(_F64) for x in inputs]
     abs_consts = {k: v.to(_F64).abs() for k, v in consts.items()}
     r = rounding(node, xs, abs_consts, consts)
     if r.magnitude is None:
         return torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
-    return r.bound(node, dtype, arithmetic or read_arithmetic_model()) * SAFETY
+    arithmetic = arithmetic or read_arithmetic_model()
+    flushed = flush_term(node, [tuple(x.shape[1:]) for x in xs], abs_consts, consts, dtype,
+                         arithmetic)
+    return r.bound(node, dtype, arithmetic) * SAFETY + flushed
 
 
 def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -215,5 +262,46 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         value = EVALUATORS[node.op_type](node, values, consts)
         r = rounding(node, values, abs_consts, ir.constants)
         carried = BOUND_RULES[node.op_type].carry(node, radii, abs_consts)
-        out[node.name] = (value, (carried + r.bound(node, _F64, arithmetic)) * SAFETY)
+        flushed = flush_term(node, [tuple(x.shape[1:]) for x in values], abs_consts,
+                             ir.constants, _F64, arithmetic)
+        out[node.name] = (value, (carried + r.bound(node, _F64, arithmetic)) * SAFETY
+                          + flushed)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class FlushedBound:
+    """A rounding node's bound on any route with the underflow term Phi added to the
+    node-local bound and to the end-to-end radius (§2.2)."""
+
+    inner: NodeBound
+    flushed: torch.Tensor
+    value: torch.Tensor
+
+    def radius(self, radii: Tensors) -> torch.Tensor:
+        return self.inner.radius(radii) + self.flushed
+
+
+class FlushedBounds:
+    """The checker's bounds (`inner`, any route) with the underflow term added at every
+    rounding node, computed once per node and dtype: the bounds under flushing (§2.2)."""
+
+    def __init__(self, inner, constants: Consts, abs_consts: Consts,
+                 arithmetic: ArithmeticModel):
+        self.inner, self.constants, self.abs_consts = inner, constants, abs_consts
+        self.arithmetic = arithmetic
+        self.terms: dict[tuple[str, torch.dtype], torch.Tensor | float] = {}
+
+    def local(self, at: NodeInputs) -> FlushedBound | None:
+        bound = self.inner.local(at)
+        if bound is None:
+            return None
+        key = (at.node.name, at.dtype)
+        if key not in self.terms:
+            self.terms[key] = flush_term(at.node, [tuple(x.shape[1:]) for x in at.values],
+                                         self.abs_consts, self.constants, at.dtype,
+                                         self.arithmetic)
+        flushed = self.terms[key]
+        flushed = flushed if isinstance(flushed, torch.Tensor) else \
+            torch.tensor(flushed, dtype=_F64)
+        return FlushedBound(bound, flushed, bound.value + flushed)

@@ -321,3 +321,27 @@ BOUND_RULES: dict[str, BoundRule] = {
 """Every op_type's bound rule, in the order of docs/exactness.md's §3 table."""
 
 assert set(BOUND_RULES) | {"Input", "Output"} == set(OP_SCHEMAS), "an op_type has no bound rule"
+
+
+# --- constants a flush would change beyond the underflow term (§2.2) ---------------------
+FLUSH_EXPOSED_CONSTANTS = {"Linear": ("weight",), "Conv2d": ("weight",),
+                           "BatchNorm": ("var", "weight")}
+"""Constants that, if subnormal in the node's dtype and read as zero, change a result by
+more than the underflow term bounds (a weight times a large operand; a variance or scale
+that divides): under flushing such a graph is NOT CERTIFIED."""
+
+
+def subnormal_constants(nodes, consts: Consts) -> list[str]:
+    """"node.attr" for every constant of `FLUSH_EXPOSED_CONSTANTS` with an element that is
+    subnormal in its node's dtype (0 < |c| < smallest normal)."""
+    found = []
+    for node in nodes:
+        for attr in FLUSH_EXPOSED_CONSTANTS.get(node.op_type, ()):
+            name = node.attrs.get(attr)
+            if name is None or name not in consts:
+                continue
+            value = consts[name].abs()
+            tiny = torch.finfo(getattr(torch, node.dtype)).tiny
+            if bool(((value > 0) & (value < tiny)).any()):
+                found.append(f"{node.name}.{attr}")
+    return found
