@@ -104,10 +104,13 @@ PyTorch's value to float64 (§2.2)."""
 
 
 def flush_term(node: IRNode, shapes: Shapes, abs_consts: Consts, consts: Consts,
-               dtype: torch.dtype, arithmetic: ArithmeticModel) -> torch.Tensor | float:
+               dtype: torch.dtype, arithmetic: ArithmeticModel,
+               operands: tuple[torch.dtype, ...] = ()) -> torch.Tensor | float:
     """Phi_d, the underflow term of a node computed in `dtype` when the probes saw flushing
     (§2.2): 0 without flushing and for an exact op; else a float64 tensor of the node's
-    per-sample shape with a leading batch dimension of 1.
+    per-sample shape with a leading batch dimension of 1. eta is the largest smallest
+    normal of `dtype` and the `operands`' dtypes (a float32 operand promoted to a float64
+    node is read as zero below float32's, 2^-126).
 
     Args:
         node: The IR node.
@@ -116,11 +119,12 @@ def flush_term(node: IRNode, shapes: Shapes, abs_consts: Consts, consts: Consts,
         consts: The constants in their original dtypes (k reads them).
         dtype: The dtype PyTorch computed the node in.
         arithmetic: The arithmetic model; `flush` turns the term on.
+        operands: The dtypes of the node's inputs as PyTorch holds them.
     """
     rule = BOUND_RULES[node.op_type]
     if not arithmetic.flush or rule.magnitude is None:
         return 0.0
-    eta = SMALLEST_NORMAL[dtype]
+    eta = max(SMALLEST_NORMAL.get(d, 0.0) for d in (dtype, *operands))
     k = rule.roundings(node, shapes, consts)
     radii = [torch.full((1, *shape), eta, dtype=_F64) for shape in shapes]
     carried = rule.carry(node, radii, abs_consts)
@@ -231,7 +235,7 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
         return torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
     arithmetic = arithmetic or read_arithmetic_model()
     flushed = flush_term(node, [tuple(x.shape[1:]) for x in xs], abs_consts, consts, dtype,
-                         arithmetic)
+                         arithmetic, tuple(x.dtype for x in inputs))
     return r.bound(node, dtype, arithmetic) * SAFETY + flushed
 
 
@@ -263,7 +267,8 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         r = rounding(node, values, abs_consts, ir.constants)
         carried = BOUND_RULES[node.op_type].carry(node, radii, abs_consts)
         flushed = flush_term(node, [tuple(x.shape[1:]) for x in values], abs_consts,
-                             ir.constants, _F64, arithmetic)
+                             ir.constants, _F64, arithmetic, tuple(
+                                 getattr(torch, ir.node(i).dtype) for i in node.inputs))
         out[node.name] = (value, (carried + r.bound(node, _F64, arithmetic)) * SAFETY
                           + flushed)
     return out
@@ -300,7 +305,7 @@ class FlushedBounds:
         if key not in self.terms:
             self.terms[key] = flush_term(at.node, [tuple(x.shape[1:]) for x in at.values],
                                          self.abs_consts, self.constants, at.dtype,
-                                         self.arithmetic)
+                                         self.arithmetic, tuple(x.dtype for x in at.computed))
         flushed = self.terms[key]
         flushed = flushed if isinstance(flushed, torch.Tensor) else \
             torch.tensor(flushed, dtype=_F64)
