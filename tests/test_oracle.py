@@ -598,14 +598,17 @@ for name, index in (("layers.1.c", 0), ("layers.3.weight", (0, 0))):
     faults[name] = None if seeded.first_violation is None else seeded.first_violation.name
 torch.save(values, sys.argv[2])
 print(json.dumps({"ok": report.ok, "flush": report.arithmetic.flush,
+                  "operand_u": report.arithmetic.operand_u,
                   "summary": report.summary(), "flushed": flushed,
                   "stored_subnormal": stored_subnormal, "faults": faults}))
 """
 
 
-def flushing_run(dtype: torch.dtype, path) -> tuple[dict, list[torch.Tensor]]:
+def flushing_run(dtype: torch.dtype, path, env: dict[str, str] | None = None
+                 ) -> tuple[dict, list[torch.Tensor]]:
     """FlushProbe run in a fresh interpreter with flush-to-zero and denormals-are-zero on
-    every thread: the check's verdict there, and PyTorch's value at every node."""
+    every thread (and `env` added to its environment): the check's verdict there, and
+    PyTorch's value at every node."""
     import json
     import os
     import subprocess
@@ -613,13 +616,14 @@ def flushing_run(dtype: torch.dtype, path) -> tuple[dict, list[torch.Tensor]]:
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     done = subprocess.run([sys.executable, "-c", FLUSHING_RUN,
                            str(dtype).removeprefix("torch."), str(path)],
-                          capture_output=True, text=True, timeout=300, cwd=root)
+                          capture_output=True, text=True, timeout=300, cwd=root,
+                          env={**os.environ, **(env or {})})
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1]), torch.load(path)
 
 
-def flush_ratios(dtype: torch.dtype, values: list[torch.Tensor], flush: bool = True
-                 ) -> tuple[dict[str, list[float]], list]:
+def flush_ratios(dtype: torch.dtype, values: list[torch.Tensor], flush: bool = True,
+                 operand_u: float = 0.0) -> tuple[dict[str, list[float]], list]:
     """Every node's PyTorch value (computed while flushing) against the exact value on
     PyTorch's own inputs, held to `local_bound` with the underflow term (`flush`) or
     without: |error| / bound per element where the bound is positive, by node, and the
@@ -629,7 +633,7 @@ def flush_ratios(dtype: torch.dtype, values: list[torch.Tensor], flush: bool = T
     ir = ncet.convert(model, (16,), dtype=dtype)
     nodes = [n for n in ir.nodes if n.op_type not in ("Input", "Output")]
     assert len(nodes) == len(values) - 1
-    arithmetic = ArithmeticModel(flush=flush)
+    arithmetic = ArithmeticModel(operand_u, flush=flush)
     ratios, bad = {}, []
     with mpmath.workprec(PREC):
         consts = {k: mp_array(v) for k, v in ir.constants.items()}
@@ -644,24 +648,31 @@ def flush_ratios(dtype: torch.dtype, values: list[torch.Tensor], flush: bool = T
     return ratios, bad
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
-def test_every_node_under_flush_to_zero_is_within_the_bound(dtype, tmp_path):
-    """Flush-to-zero and denormals-are-zero on every thread (and, in bfloat16, oneDNN's
-    kernels at 64 rows): the check certifies with the underflow term, and the exact oracle
-    holds PyTorch's value at every node to that bound (ratio <= 1); the bounds of gradual
+@pytest.mark.parametrize(("dtype", "env"), [
+    (torch.float32, {}), (torch.bfloat16, {}),
+    (torch.float32, {"ONEDNN_DEFAULT_FPMATH_MODE": "BF16"}),
+], ids=["float32", "bfloat16", "float32-onednn-bf16-mode"])
+def test_every_node_under_flush_to_zero_is_within_the_bound(dtype, env, tmp_path):
+    """Flush-to-zero and denormals-are-zero on every thread (in bfloat16 also oneDNN's
+    kernels at 64 rows; with oneDNN's bf16 math mode, its float32 products with bf16
+    operands): the check certifies with the underflow term, and the exact oracle holds
+    PyTorch's value at every node to that bound (ratio <= 1); the bounds of gradual
     underflow do not hold there, so the flush is real and the term needed."""
-    found, values = flushing_run(dtype, tmp_path / "values.pt")
+    found, values = flushing_run(dtype, tmp_path / "values.pt", env)
     assert found["stored_subnormal"] and found["flushed"], "nothing was flushed"
     assert found["ok"] and found["flush"], found["summary"]
     assert "flush-to-zero seen" in found["summary"]
+    operand_u = 2.0 ** -8 if env else 0.0
+    assert found["operand_u"] == operand_u
     # one bf16 ulp of the scale 0.5 (exact products, so PyTorch's value has no rounding to
-    # hide it in) is found in both dtypes; one bf16 ulp of a weight only in float32: in a
-    # bfloat16 Linear it is within the two bf16 roundings the rule allows (§5.3)
+    # hide it in) is found in both dtypes; one bf16 ulp of a weight only in float32 products:
+    # in a bfloat16 Linear, or with bf16 operands, it is within the roundings the rule
+    # allows (§5.3)
     assert found["faults"]["layers.1.c"] == "mul"
-    if dtype == torch.float32:
+    if dtype == torch.float32 and not env:
         assert found["faults"]["layers.3.weight"] == "layers_3"
-    ratios, bad = flush_ratios(dtype, values)
+    ratios, bad = flush_ratios(dtype, values, operand_u=operand_u)
     assert not bad, f"outside the bound under flushing: {bad[:3]} ({len(bad)} in all)"
     assert all(r <= 1 for rs in ratios.values() for r in rs)
-    _, gradual = flush_ratios(dtype, values, flush=False)
+    _, gradual = flush_ratios(dtype, values, flush=False, operand_u=operand_u)
     assert gradual, "gradual underflow's bounds hold: the run did not need the term"
