@@ -596,7 +596,9 @@ for name, index in (("layers.1.c", 0), ("layers.3.weight", (0, 0))):
     faulty[index] += (up.float() - faulty[index].bfloat16().float()).to(dtype)  # one bf16 ulp
     seeded = ncet.check_exactness(model, ncet.GraphIR(ir.nodes, {**ir.constants, name: faulty}), x)
     faults[name] = None if seeded.first_violation is None else seeded.first_violation.name
-torch.save(values, sys.argv[2])
+from ncet.exactness.bounds import enclose
+enclosure = enclose(ir, x)  # the float64 reference and its radii, computed while flushing
+torch.save({"values": values, "enclosure": enclosure}, sys.argv[2])
 print(json.dumps({"ok": report.ok, "flush": report.arithmetic.flush,
                   "operand_u": report.arithmetic.operand_u,
                   "summary": report.summary(), "flushed": flushed,
@@ -604,11 +606,10 @@ print(json.dumps({"ok": report.ok, "flush": report.arithmetic.flush,
 """
 
 
-def flushing_run(dtype: torch.dtype, path, env: dict[str, str] | None = None
-                 ) -> tuple[dict, list[torch.Tensor]]:
+def flushing_run(dtype: torch.dtype, path, env: dict[str, str] | None = None) -> tuple[dict, dict]:
     """FlushProbe run in a fresh interpreter with flush-to-zero and denormals-are-zero on
     every thread (and `env` added to its environment): the check's verdict there, and
-    PyTorch's value at every node."""
+    PyTorch's value at every node ("values") and `enclose`'s ("enclosure")."""
     import json
     import os
     import subprocess
@@ -658,7 +659,8 @@ def test_every_node_under_flush_to_zero_is_within_the_bound(dtype, env, tmp_path
     operands): the check certifies with the underflow term, and the exact oracle holds
     PyTorch's value at every node to that bound (ratio <= 1); the bounds of gradual
     underflow do not hold there, so the flush is real and the term needed."""
-    found, values = flushing_run(dtype, tmp_path / "values.pt", env)
+    found, saved = flushing_run(dtype, tmp_path / "values.pt", env)
+    values = saved["values"]
     assert found["stored_subnormal"] and found["flushed"], "nothing was flushed"
     assert found["ok"] and found["flush"], found["summary"]
     assert "flush-to-zero seen" in found["summary"]
@@ -676,3 +678,11 @@ def test_every_node_under_flush_to_zero_is_within_the_bound(dtype, env, tmp_path
     assert all(r <= 1 for rs in ratios.values() for r in rs)
     _, gradual = flush_ratios(dtype, values, flush=False, operand_u=operand_u)
     assert gradual, "gradual underflow's bounds hold: the run did not need the term"
+    # the reference's enclosure, computed while flushing, contains the exact values
+    ir = ncet.convert(flush_probe(dtype).eval(), (16,), dtype=dtype)
+    exact = exact_values(ir, values[0])
+    outside = []
+    for node in ir.nodes[1:-1]:
+        value, radius = saved["enclosure"][node.name]
+        outside += violations(node, value, radius, exact[node.name])
+    assert not outside, f"outside the enclosure under flushing: {outside[:3]}"
