@@ -105,9 +105,13 @@ def test_a_subnormal_weight_under_flushing_is_not_certified(monkeypatch):
     model = nn.Sequential(nn.Linear(4, 2)).eval()
     with torch.no_grad():
         model[0].weight[0, 0] = 1e-40
-    report = ncet.check_exactness(model, ncet.convert(model, (4,)), samples_per_scale=2)
+    ir = ncet.convert(model, (4,))
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
     assert not report.ok and not report.arithmetic.certified
     assert "subnormal constants (_0.weight)" in report.summary()
+    from ncet.exactness.bounds import enclose
+    with pytest.raises(RuntimeError, match=r"subnormal constants \(_0.weight\)"):
+        enclose(ir, torch.ones(1, 4))
 
 
 # --- 3, 4, 5. reduced precision: PyTorch's flags, both APIs, and oneDNN's environment --------

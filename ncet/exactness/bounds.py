@@ -36,7 +36,7 @@ import torch
 from ..evaluate import EVALUATORS
 from ..ir import IRNode
 from .arithmetic import SMALLEST_NORMAL, ArithmeticModel, read_arithmetic_model
-from .rules import BOUND_RULES, Consts, Shapes, Tensors
+from .rules import BOUND_RULES, Consts, Shapes, Tensors, subnormal_constants
 
 SAFETY = 1.0 + 2.0 ** -20
 """Bounds are computed in float64 (relative error far below 2^-30 for any layer size NCET
@@ -248,10 +248,14 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         node name -> (value, radius), for the Input nodes and every operator node.
 
     Raises:
-        RuntimeError: The arithmetic in force is outside the declared model.
+        RuntimeError: The arithmetic in force is outside the declared model (also: a
+            subnormal tensor constant while subnormals are flushed).
     """
     consts = {k: v.to(_F64) for k, v in ir.constants.items()}
     arithmetic = read_arithmetic_model()
+    if arithmetic.flush and (subnormal := subnormal_constants(ir.nodes, ir.constants)):
+        arithmetic = arithmetic.outside(f"subnormal constants ({', '.join(subnormal[:5])}) "
+                                        "may be flushed to zero")
     if not arithmetic.certified:
         raise RuntimeError("no certified enclosure: " + arithmetic.describe())
     abs_consts = {k: v.abs() for k, v in consts.items()}
