@@ -215,28 +215,40 @@ def test_flush_denormal_is_certified_with_the_underflow_term_and_nnpack_is_not()
 
 
 def test_the_underflow_term_is_the_documented_formula():
-    """docs/exactness.md §2.2: Phi = SAFETY [(6 + 3 Gamma(k)) C(eta 1) + 2 k eta], for a
-    Linear C(eta 1) = eta |W| 1; 0 without flushing and for an exact op."""
+    """docs/exactness.md §2.2: Phi = SAFETY [(3 + 2 Gamma(k)) (C(eta m) + C(eta_64 1)) +
+    2 k eta], m the operands that may be flushed; for a Linear C(E) = |W| E; 0 without
+    flushing and for an exact op."""
     from ncet.exactness.arithmetic import ArithmeticModel
-    from ncet.exactness.bounds import SAFETY, flush_term
+    from ncet.exactness.bounds import SAFETY, flush_term, flushable
     lin = nn.Linear(5, 3)
     ir = ncet.convert(nn.Sequential(lin, nn.ReLU()).eval(), (5,))
     consts = dict(ir.constants)
     abs_consts = {k: v.double().abs() for k, v in consts.items()}
     linear, relu = [n for n in ir.nodes if n.op_type in ("Linear", "ReLU")]
     flushing = ArithmeticModel(flush=True)
-    eta, k = 2.0 ** -126, 5 + 2
+    eta, eta64, k = 2.0 ** -126, 2.0 ** -1022, 5 + 2
     g = flushing.gamma(torch.float32, "Linear", k)
-    want = SAFETY * ((6 + 3 * g) * eta * lin.weight.detach().double().abs().sum(1)
-                     + 2 * k * eta)
-    got = flush_term(linear, [(5,)], abs_consts, consts, torch.float32, flushing)
-    assert got.shape == (1, 3) and torch.allclose(got[0], want, rtol=1e-12, atol=0)
+    w = lin.weight.detach().double().abs()
+    x = torch.tensor([[1.0, 1e-39, 0.0, -2e-40, 3e-38]])  # two subnormal elements
+    m = torch.tensor([[False, True, False, True, False]])
+    assert torch.equal(flushable(x, eta), m)
+    assert torch.equal(flushable(x.double(), eta), m)  # normal doubles below eta
+    for masks, ms in ((None, torch.ones(1, 5, dtype=torch.float64)), ([m], m.double())):
+        want = SAFETY * ((3 + 2 * g) * (eta * ms @ w.T + eta64 * w.sum(1)) + 2 * k * eta)
+        got = flush_term(linear, [(5,)], abs_consts, consts, torch.float32, flushing,
+                         masks=masks)
+        assert got.shape == (1, 3) and torch.allclose(got, want, rtol=1e-12, atol=0)
     assert flush_term(linear, [(5,)], abs_consts, consts, torch.float32, ArithmeticModel()) == 0
     assert flush_term(relu, [(3,)], abs_consts, consts, torch.float32, flushing) == 0
+    # no operand that may be flushed: the C(eta_64 1) and k eta part alone
+    none = flush_term(linear, [(5,)], abs_consts, consts, torch.float32, flushing,
+                      masks=[torch.zeros(1, 5, dtype=torch.bool)])
+    assert torch.allclose(none, SAFETY * ((3 + 2 * g) * eta64 * w.sum(1) + 2 * k * eta),
+                          rtol=1e-12, atol=0)
     # a float32 operand of a float64 node is read as zero below float32's smallest normal
     wide = flush_term(linear, [(5,)], abs_consts, consts, torch.float64, flushing,
                       (torch.float32,))
-    assert bool((wide >= got * (1 - 1e-5)).all())  # Gamma of float64 is smaller
+    assert bool((wide >= SAFETY * 3 * eta * w.sum(1)).all())
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
@@ -503,3 +515,17 @@ def test_a_nan_bound_is_not_checked_never_a_pass(bound):
     stats.update(torch_value, torch.tensor([1.0, 2.5, 3.0], dtype=torch.float64), bound,
                  torch.float32)
     assert stats.unbounded == (1 if isinstance(bound, torch.Tensor) else 3)
+
+
+def test_the_float32_route_keeps_radii_below_the_smallest_normal_under_flushing():
+    """Under flushing a float32 radius below 2^-126 would be stored or read as zero: it is
+    raised to 2^-126 (never below the radius), also after scaling by 2^-s."""
+    from ncet.exactness.float32_dots import round_up_to_float32
+    tiny = 2.0 ** -126
+    radii = torch.tensor([0.0, 1e-300, 1e-40, tiny, 1.0, 2.0 ** 70], dtype=torch.float64)
+    for exponent in (0, 10):
+        up = round_up_to_float32(radii, exponent=exponent, flush=True).double() * 2.0 ** exponent
+        assert bool((up >= radii).all())
+        assert bool((up[1:] >= tiny * 2.0 ** exponent).all())
+    gradual = round_up_to_float32(radii, flush=False).double()
+    assert bool((gradual >= radii).all()) and 0 < float(gradual[2]) < tiny

@@ -21,7 +21,8 @@ results flushed to zero, and the change of an operand that is flushed to zero.""
 
 FLUSH_NOTE = ("flush-to-zero seen ({}): underflow term 2^-126 per operand, product and sum "
               "(eta, the smallest normal of the node's dtype: 2^-126 for float32 and "
-              "bfloat16), (6 + 3 Gamma) C(eta) + 2 k eta per node (docs/exactness.md §2.2)")
+              "bfloat16), (3 + 2 Gamma) C(eta m + eta_64) + 2 k eta per node, m the operands below "
+              "eta (docs/exactness.md §2.2)")
 """The report's statement of the arithmetic assumed when the probes see flushing."""
 
 FLUSH_VERDICT = ("assumed: flush-to-zero seen, underflow term 2^-126 per product (eta of the "

@@ -102,9 +102,8 @@ class _LinearRoute:
 
 @dataclass(frozen=True, slots=True)
 class _DotRoute:
-    """Linear/Conv2d by the float32 round-up route; radii whose float32 sum overflows, or
-    that are scaled down (`carry_exponent`) while subnormals are flushed, take
-    `PairBound`'s."""
+    """Linear/Conv2d by the float32 round-up route; radii whose float32 sum overflows
+    take `PairBound`'s."""
 
     at: NodeInputs
     dot: DotBound
@@ -114,11 +113,8 @@ class _DotRoute:
     def radius(self, radii: Tensors) -> torch.Tensor:
         s = carry_exponent(radii)
         up = [round_up_to_float32(e, self.bounds.scratch.get(f"up{i}", e.shape, torch.float32),
-                                  s) for i, e in enumerate(radii)]
-        # under flushing, radii scaled down by 2^s could be flushed by up to 2^s eta each,
-        # beyond the underflow term: the float64 carry instead
-        c = None if s and self.bounds.arithmetic.flush else \
-            dot_sum32(self.at.node, up, self.bounds.abs_consts32, True)
+                                  s, self.bounds.arithmetic.flush) for i, e in enumerate(radii)]
+        c = dot_sum32(self.at.node, up, self.bounds.abs_consts32, True)
         if c is not None:
             return self.dot.total(self.value, c, s)
         node, abs_consts = self.at.node, self.bounds.abs_consts
