@@ -240,7 +240,14 @@ def test_a_low_precision_graph_on_kernels_that_flush_is_certified_with_the_term(
     assert seen == [torch.bfloat16]
     assert report.ok and report.arithmetic.certified and report.arithmetic.flush
     assert "flush subnormal operands" in report.summary()
+    # the assumed arithmetic in the text, the HTML and the JSON of `ncet check --json`
     assert "flush-to-zero seen" in report.summary().splitlines()[0]
+    assert "assumed: flush-to-zero seen, underflow term 2^-126 per product" in \
+        report._repr_html_()
+    from ncet.cli.records import exactness_record
+    record = exactness_record(report)
+    assert record["arithmetic"]["flush"] and record["arithmetic"]["certified"]
+    assert any(n.startswith("flush-to-zero seen") for n in record["arithmetic"]["notes"])
     float32 = load_example("mlp")
     seen.clear()
     ncet.check_exactness(float32[0], ncet.convert(*float32[:1], *float32[1]),
@@ -360,3 +367,19 @@ def test_a_model_changed_since_convert_is_a_value_error():
     model = model.double()
     with pytest.raises(ValueError, match=r"model.double\(\)"):
         ncet.check_exactness(model, ir, samples_per_scale=2)
+
+
+def test_ncet_check_states_the_assumed_arithmetic():
+    """`ncet check` under oneDNN's bf16 math mode (which flushes subnormal operands): the
+    verdict and the JSON say which arithmetic the certificate assumed."""
+    env = {**os.environ, "ONEDNN_DEFAULT_FPMATH_MODE": "BF16"}
+    command = [sys.executable, "-m", "ncet", "check", "lenet", "--samples", "2"]
+    text = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert text.returncode == 0, text.stderr[-2000:]
+    verdict = next(line for line in text.stdout.splitlines() if line.startswith("exact within"))
+    assert "assumed: flush-to-zero seen, underflow term 2^-126 per product" in verdict
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)["exactness"]
+    assert record["ok"] and record["arithmetic"]["flush"] and record["arithmetic"]["certified"]
