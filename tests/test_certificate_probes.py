@@ -383,3 +383,17 @@ def test_ncet_check_states_the_assumed_arithmetic():
     assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(done.stdout)["exactness"]
     assert record["ok"] and record["arithmetic"]["flush"] and record["arithmetic"]["certified"]
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet", "residual_cnn"])
+def test_the_bundled_models_in_bfloat16_are_certified(name):
+    """On any host: where the bf16 kernels flush, with the underflow term (the verdict says
+    so); where they do not, without it."""
+    model, shapes = load_example(name)
+    model = model.to(torch.bfloat16)
+    report = ncet.check_exactness(model, ncet.convert(model, *shapes, dtype=torch.bfloat16),
+                                  samples_per_scale=8)
+    assert report.ok and report.arithmetic.certified, report.summary()
+    flushes = probes.probe_low_precision_subnormals(torch.bfloat16) is not None
+    assert report.arithmetic.flush == flushes
+    assert ("flush-to-zero seen" in report.summary().splitlines()[0]) == flushes
