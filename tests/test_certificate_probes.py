@@ -4,8 +4,10 @@ low-precision kernels) and makes the report NOT CERTIFIED with the reason; and n
 certified that was not checked (no samples, no chunk, both checks off, inputs that do not
 match the IR), nor is the caller's input written.
 
-The cases that change a thread's floating-point state run in a fresh interpreter: an OpenMP
-worker keeps the state it started with for the life of the process.
+Flushing of subnormals (on a thread, in low-precision kernels, in a reduced-precision mode)
+is inside the model: the bounds carry the underflow term, the report says so, and seeded
+faults are still found. The cases that change a thread's floating-point state run in a fresh
+interpreter: an OpenMP worker keeps the state it started with for the life of the process.
 """
 
 from __future__ import annotations
@@ -60,22 +62,56 @@ report = ncet.check_exactness(model, ir, x)
 # --- 1. flush-to-zero / denormals-are-zero on the intra-op worker threads ---------------------
 
 
-def test_flush_to_zero_left_on_a_worker_thread_is_not_certified():
+def test_flush_to_zero_left_on_a_worker_thread_is_certified_with_the_underflow_term():
+    """The flush is real (forced: some x * 1e30 read x as 0 on a worker), and the bounds carry
+    the underflow term instead of withholding the certificate; the scalar changed by half a
+    bf16 ulp is still found in the same process."""
     found = isolated("""
         torch.set_num_threads(2)
         torch.set_flush_denormal(True)
         _ = torch.randn(1 << 20) * 2       # the OpenMP workers start, and copy the state
         torch.set_flush_denormal(False)    # ... which resets the calling thread only
-    """, SUBNORMAL_CHECK, "print(json.dumps(verdict(report)))")
-    assert not found["ok"] and not found["certified"]
-    assert "NOT CERTIFIED" in found["summary"] and "intra-op threads" in found["summary"]
+    """, SUBNORMAL_CHECK, """
+        big = torch.full((1 << 18,), 6e-39)
+        flushed = bool(((big * 1e30) == 0).any())
+        ir_node = next(n for n in ir.nodes if n.op_type == "ElementwiseAffine")
+        import dataclasses
+        faulty = ncet.GraphIR(tuple(dataclasses.replace(n, attrs={**n.attrs, "scalar":
+            1e30 * (1 + 2 ** -8)}) if n is ir_node else n for n in ir.nodes), ir.constants)
+        # at a normal scale: where the values are subnormal the term hides any fault
+        fault = ncet.check_exactness(model, faulty, torch.cat([x, torch.randn(64, 8)]))
+        print(json.dumps({**verdict(report), "flushed": flushed,
+                          "fault": fault.first_violation.name if fault.first_violation
+                          else None, "node": ir_node.name}))
+    """)
+    assert found["flushed"], "the workers did not flush: the test would prove nothing"
+    assert found["ok"] and found["certified"], found["summary"]
+    assert "flush-to-zero seen" in found["summary"] and "intra-op threads" in found["summary"]
     assert "denormals-are-zero" in found["summary"]
+    assert found["fault"] == found["node"]
 
 
-def test_the_same_check_with_ieee_subnormals_is_certified():
+def test_the_same_check_with_ieee_subnormals_is_certified_without_the_term():
     found = isolated("torch.set_num_threads(2)", SUBNORMAL_CHECK,
                      "print(json.dumps(verdict(report)))")
     assert found["ok"] and found["certified"], found["summary"]
+    assert "flush-to-zero seen" not in found["summary"]
+
+
+def test_a_subnormal_weight_under_flushing_is_not_certified(monkeypatch):
+    """A subnormal weight read as zero changes a product by |w| |x|, which no term bounds."""
+    monkeypatch.setattr(probes, "probe_subnormals",
+                        lambda: "denormals-are-zero is set on the calling thread (forced)")
+    model = nn.Sequential(nn.Linear(4, 2)).eval()
+    with torch.no_grad():
+        model[0].weight[0, 0] = 1e-40
+    ir = ncet.convert(model, (4,))
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert not report.ok and not report.arithmetic.certified
+    assert "subnormal constants (_0.weight)" in report.summary()
+    from ncet.exactness.bounds import enclose
+    with pytest.raises(RuntimeError, match=r"subnormal constants \(_0.weight\)"):
+        enclose(ir, torch.ones(1, 4))
 
 
 # --- 3, 4, 5. reduced precision: PyTorch's flags, both APIs, and oneDNN's environment --------
@@ -88,10 +124,12 @@ def test_the_same_check_with_ieee_subnormals_is_certified():
      "mkldnn.matmul.fp32_precision=bf16"),
     ("torch.backends.mkldnn.fp32_precision = 'bf16'", "mkldnn.matmul.fp32_precision=bf16"),
 ])
-def test_reduced_precision_modes_are_not_certified_and_never_crash(setting, named):
+def test_reduced_precision_modes_carry_the_underflow_term_and_never_crash(setting, named):
+    """oneDNN flushes subnormal float32 operands in these modes: the widened bounds carry the
+    underflow term and are certified, saying which arithmetic they assumed."""
     found = isolated(setting, SUBNORMAL_CHECK, "print(json.dumps(verdict(report)))")
-    assert not found["ok"] and not found["certified"]
-    assert named in found["summary"] and "subnormal operands" in found["summary"]
+    assert found["ok"] and found["certified"], found["summary"]
+    assert named in found["summary"] and "flush-to-zero seen" in found["summary"]
 
 
 def test_the_new_precision_api_set_to_ieee_is_read_without_crashing():
@@ -104,23 +142,46 @@ def test_the_new_precision_api_set_to_ieee_is_read_without_crashing():
     ("ONEDNN_DEFAULT_FPMATH_MODE", "BF16"), ("ONEDNN_DEFAULT_FPMATH_MODE", "ANY"),
     ("DNNL_DEFAULT_FPMATH_MODE", "bf16"), ("ONEDNN_DEFAULT_FPMATH_MODE", "F16"),
 ])
-def test_onednn_math_mode_from_the_environment_is_not_certified(monkeypatch, variable, value):
+def test_onednn_math_mode_from_the_environment_is_read(monkeypatch, variable, value):
     monkeypatch.setenv(variable, value)  # read here; oneDNN itself never sees it in this process
     arithmetic = read_arithmetic_model()
-    assert not arithmetic.certified and arithmetic.operand_u > 0
+    assert arithmetic.certified and arithmetic.operand_u > 0 and arithmetic.flush
     assert f"{variable}={value}" in arithmetic.describe()
 
 
-def test_a_cnn_under_onednns_bf16_math_mode_is_not_certified():
-    """In a fresh interpreter started with the variable, where oneDNN may act on it."""
+def test_a_cnn_under_onednns_bf16_math_mode_is_certified_and_a_fault_still_found():
+    """In a fresh interpreter started with the variable, where oneDNN may act on it: the
+    widened bounds with the underflow term certify lenet, and a one-bf16-ulp fault of an
+    elementwise constant (which the mode does not widen) is still found."""
     found = isolated("""
+        import dataclasses
         from ncet.examples import load_example
         model, shapes = load_example("lenet")
         report = ncet.check_exactness(model, ncet.convert(model, *shapes), samples_per_scale=2)
-        print(json.dumps(verdict(report)))
+
+        class Scaled(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(16, 8)
+                self.register_buffer("c", torch.ones(8))
+            def forward(self, x):
+                return torch.relu(self.lin(x) * self.c)
+
+        torch.manual_seed(0)
+        scaled = Scaled().eval()
+        ir = ncet.convert(scaled, (16,))
+        clean = ncet.check_exactness(scaled, ir, samples_per_scale=8)
+        name = next(n.attrs["constant"] for n in ir.nodes if n.op_type == "ElementwiseAffine")
+        faulty = ncet.GraphIR(ir.nodes, {**ir.constants,
+                                         name: torch.full((8,), 1 + 2 ** -7)})
+        fault = ncet.check_exactness(scaled, faulty, samples_per_scale=8)
+        print(json.dumps({**verdict(report), "clean": clean.ok,
+                          "fault": getattr(fault.first_violation, "op_type", None)}))
     """, env={"ONEDNN_DEFAULT_FPMATH_MODE": "BF16"})
-    assert not found["ok"] and not found["certified"]
+    assert found["ok"] and found["certified"], found["summary"]
     assert "ONEDNN_DEFAULT_FPMATH_MODE=BF16" in found["summary"]
+    assert "flush-to-zero seen" in found["summary"]
+    assert found["clean"] and found["fault"] == "ElementwiseAffine"
 
 
 def test_strict_onednn_math_mode_is_ieee(monkeypatch):
@@ -164,8 +225,9 @@ def bf16_linear():
     return model, ncet.convert(model, (16,), dtype=torch.bfloat16)
 
 
-def test_a_low_precision_graph_on_kernels_that_flush_is_not_certified(monkeypatch):
-    """The probe's logic, on any host: a flushing bf16 product makes the report NOT CERTIFIED."""
+def test_a_low_precision_graph_on_kernels_that_flush_is_certified_with_the_term(monkeypatch):
+    """The probe's logic, on any host: a flushing bf16 product turns on the underflow term,
+    and the report says so."""
     seen = []
 
     def flushing(dtype):
@@ -176,7 +238,16 @@ def test_a_low_precision_graph_on_kernels_that_flush_is_not_certified(monkeypatc
     model, ir = bf16_linear()
     report = ncet.check_exactness(model, ir, samples_per_scale=2)
     assert seen == [torch.bfloat16]
-    assert not report.ok and "flush subnormal operands" in report.summary()
+    assert report.ok and report.arithmetic.certified and report.arithmetic.flush
+    assert "flush subnormal operands" in report.summary()
+    # the assumed arithmetic in the text, the HTML and the JSON of `ncet check --json`
+    assert "flush-to-zero seen" in report.summary().splitlines()[0]
+    assert "assumed: flush-to-zero seen, underflow term 2^-126 per product" in \
+        report._repr_html_()
+    from ncet.cli.records import exactness_record
+    record = exactness_record(report)
+    assert record["arithmetic"]["flush"] and record["arithmetic"]["certified"]
+    assert any(n.startswith("flush-to-zero seen") for n in record["arithmetic"]["notes"])
     float32 = load_example("mlp")
     seen.clear()
     ncet.check_exactness(float32[0], ncet.convert(*float32[:1], *float32[1]),
@@ -184,16 +255,14 @@ def test_a_low_precision_graph_on_kernels_that_flush_is_not_certified(monkeypatc
     assert seen == [], "a float32 graph does not need the low-precision probe"
 
 
-def test_this_hosts_bf16_kernels_are_probed():
-    found = probes.probe_low_precision_subnormals(torch.bfloat16)
-    if found is None:
-        pytest.skip("this CPU's bfloat16 matrix products keep subnormal operands (no "
-                    "AVX512-BF16/AMX oneDNN path), so there is no flush to find here; the "
-                    "probe's logic is tested above")
+def test_this_hosts_bf16_kernels_are_probed_and_certified():
+    """On a host whose bf16 kernels flush, the term is on; on one that keeps subnormals, it
+    is off; a clean bf16 Linear is certified either way."""
+    flushes = probes.probe_low_precision_subnormals(torch.bfloat16) is not None
     model, ir = bf16_linear()
-    report = ncet.check_exactness(model, ir, samples_per_scale=2)
-    assert not report.ok and not report.arithmetic.certified
-    assert "flush subnormal operands" in report.summary()
+    report = ncet.check_exactness(model, ir, samples_per_scale=32)
+    assert report.ok and report.arithmetic.certified, report.summary()
+    assert report.arithmetic.flush == flushes
 
 
 # --- 13, 14. nothing certified that was not checked; inputs validated, never written ----------
@@ -298,3 +367,33 @@ def test_a_model_changed_since_convert_is_a_value_error():
     model = model.double()
     with pytest.raises(ValueError, match=r"model.double\(\)"):
         ncet.check_exactness(model, ir, samples_per_scale=2)
+
+
+def test_ncet_check_states_the_assumed_arithmetic():
+    """`ncet check` under oneDNN's bf16 math mode (which flushes subnormal operands): the
+    verdict and the JSON say which arithmetic the certificate assumed."""
+    env = {**os.environ, "ONEDNN_DEFAULT_FPMATH_MODE": "BF16"}
+    command = [sys.executable, "-m", "ncet", "check", "lenet", "--samples", "2"]
+    text = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert text.returncode == 0, text.stderr[-2000:]
+    verdict = next(line for line in text.stdout.splitlines() if line.startswith("exact within"))
+    assert "assumed: flush-to-zero seen, underflow term 2^-126 per product" in verdict
+    done = subprocess.run([*command, "--json"], capture_output=True, text=True, timeout=300,
+                          env=env)
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads(done.stdout)["exactness"]
+    assert record["ok"] and record["arithmetic"]["flush"] and record["arithmetic"]["certified"]
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet", "residual_cnn"])
+def test_the_bundled_models_in_bfloat16_are_certified(name):
+    """On any host: where the bf16 kernels flush, with the underflow term (the verdict says
+    so); where they do not, without it."""
+    model, shapes = load_example(name)
+    model = model.to(torch.bfloat16)
+    report = ncet.check_exactness(model, ncet.convert(model, *shapes, dtype=torch.bfloat16),
+                                  samples_per_scale=8)
+    assert report.ok and report.arithmetic.certified, report.summary()
+    flushes = probes.probe_low_precision_subnormals(torch.bfloat16) is not None
+    assert report.arithmetic.flush == flushes
+    assert ("flush-to-zero seen" in report.summary().splitlines()[0]) == flushes

@@ -189,15 +189,17 @@ def test_reduced_precision_flags_change_the_declared_arithmetic():
         wide = nn.Linear(300, 2)  # 300 terms: a bf16 sum would be vacuous, a float32 one is not
         report = ncet.check_exactness(wide, ncet.convert(wide, (300,)), samples_per_scale=4)
         assert 0 < report.entries[0].local_bound < 1e30 and report.first_violation is None
-        # oneDNN flushes subnormal operands in these modes: widened bounds, but no certificate
-        assert not report.ok and not report.arithmetic.certified
-        assert "flushes subnormal operands" in report.summary()
+        # oneDNN flushes subnormal operands in these modes: widened bounds with the
+        # underflow term, certified, and the report says which arithmetic it assumed
+        assert report.ok and report.arithmetic.certified and report.arithmetic.flush
+        assert "flushes subnormal float32 operands" in report.summary()
+        assert "flush-to-zero seen" in report.summary().splitlines()[0]
     finally:
         torch.set_float32_matmul_precision(before)
     assert read_arithmetic_model().operand_u == 0
 
 
-def test_modes_outside_the_arithmetic_model_are_not_certified():
+def test_flush_denormal_is_certified_with_the_underflow_term_and_nnpack_is_not():
     model, shapes = load_example("mlp")
     ir = ncet.convert(model, *shapes)
     try:
@@ -205,11 +207,79 @@ def test_modes_outside_the_arithmetic_model_are_not_certified():
         report = ncet.check_exactness(model, ir, samples_per_scale=4)
     finally:
         torch.set_flush_denormal(False)
-    assert not report.ok and not report.arithmetic.certified
-    assert "NOT CERTIFIED" in report.summary() and "denormals-are-zero" in report.summary()
+    assert report.ok and report.arithmetic.certified and report.arithmetic.flush
+    assert "flush-to-zero seen" in report.summary() and "denormals-are-zero" in report.summary()
     with torch.backends.mkldnn.flags(enabled=False):
         assert not read_arithmetic_model().certified  # convolutions may run in NNPACK
-    assert read_arithmetic_model().certified
+    assert read_arithmetic_model().certified and not read_arithmetic_model().flush
+
+
+def test_the_underflow_term_is_the_documented_formula():
+    """docs/exactness.md §2.2: Phi = SAFETY [(3 + 2 Gamma(k)) (C(eta m) + C(eta_64 1)) +
+    2 k eta], m the operands that may be flushed; for a Linear C(E) = |W| E; 0 without
+    flushing and for an exact op."""
+    from ncet.exactness.arithmetic import ArithmeticModel
+    from ncet.exactness.bounds import SAFETY, flush_term, flushable
+    lin = nn.Linear(5, 3)
+    ir = ncet.convert(nn.Sequential(lin, nn.ReLU()).eval(), (5,))
+    consts = dict(ir.constants)
+    abs_consts = {k: v.double().abs() for k, v in consts.items()}
+    linear, relu = [n for n in ir.nodes if n.op_type in ("Linear", "ReLU")]
+    flushing = ArithmeticModel(flush=True)
+    eta, eta64, k = 2.0 ** -126, 2.0 ** -1022, 5 + 2
+    g = flushing.gamma(torch.float32, "Linear", k)
+    w = lin.weight.detach().double().abs()
+    x = torch.tensor([[1.0, 1e-39, 0.0, -2e-40, 3e-38]])  # two subnormal elements
+    m = torch.tensor([[False, True, False, True, False]])
+    assert torch.equal(flushable(x, eta), m)
+    assert torch.equal(flushable(x.double(), eta), m)  # normal doubles below eta
+    for masks, ms in ((None, torch.ones(1, 5, dtype=torch.float64)), ([m], m.double())):
+        want = SAFETY * ((3 + 2 * g) * (eta * ms @ w.T + eta64 * w.sum(1)) + 2 * k * eta)
+        got = flush_term(linear, [(5,)], abs_consts, consts, torch.float32, flushing,
+                         masks=masks)
+        assert got.shape == (1, 3) and torch.allclose(got, want, rtol=1e-12, atol=0)
+    assert flush_term(linear, [(5,)], abs_consts, consts, torch.float32, ArithmeticModel()) == 0
+    assert flush_term(relu, [(3,)], abs_consts, consts, torch.float32, flushing) == 0
+    # no operand that may be flushed: the C(eta_64 1) and k eta part alone
+    none = flush_term(linear, [(5,)], abs_consts, consts, torch.float32, flushing,
+                      masks=[torch.zeros(1, 5, dtype=torch.bool)])
+    assert torch.allclose(none, SAFETY * ((3 + 2 * g) * eta64 * w.sum(1) + 2 * k * eta),
+                          rtol=1e-12, atol=0)
+    # a float32 operand of a float64 node is read as zero below float32's smallest normal
+    wide = flush_term(linear, [(5,)], abs_consts, consts, torch.float64, flushing,
+                      (torch.float32,))
+    assert bool((wide >= SAFETY * 3 * eta * w.sum(1)).all())
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_the_underflow_term_is_added_on_both_paths(monkeypatch, dtype):
+    """Forced flushing (the probe says so; no thread's state is changed): every rounding
+    node's bounds grow on the fast and the reference path alike, the two reports relate as
+    docs/exactness.md §2.5 says, and the graph is still certified."""
+    from ncet.exactness import fast_paths, probes
+    from tests.test_exactness_fast_paths import assert_same_reports, has_float32_dots
+
+    model = EveryFusedRule().eval()
+    with torch.no_grad():
+        model.conv.bias.zero_()  # the first node's values stay near 2^-120, where Phi shows
+    model = model.to(dtype)
+    ir = ncet.convert(model, (2, 4, 4), dtype=dtype)
+    g = torch.Generator().manual_seed(0)
+    x = (torch.randn(8, 2, 4, 4, generator=g) * 2.0 ** -120).to(dtype)
+    # the gradual bounds for comparison, whether or not this host's bf16 kernels flush
+    monkeypatch.setattr(probes, "probe_low_precision_subnormals", lambda dtype: None)
+    plain = ncet.check_exactness(model, ir, x)
+    monkeypatch.setattr(probes, "probe_subnormals",
+                        lambda: "denormals-are-zero is set on the calling thread (forced)")
+    with fast_paths.reference_path():
+        reference = ncet.check_exactness(model, ir, x)
+    fast = ncet.check_exactness(model, ir, x)
+    assert fast.ok and fast.arithmetic.flush and not plain.arithmetic.flush
+    assert_same_reports(fast, reference, has_float32_dots(ir))
+    for flushed, gradual in zip(fast.entries, plain.entries):
+        assert flushed.e2e_max_bound >= gradual.e2e_max_bound, flushed.name
+    assert fast.entries[0].name == "conv"
+    assert fast.entries[0].e2e_max_bound > plain.entries[0].e2e_max_bound
 
 
 def test_subnormal_scalars_are_covered():
@@ -445,3 +515,17 @@ def test_a_nan_bound_is_not_checked_never_a_pass(bound):
     stats.update(torch_value, torch.tensor([1.0, 2.5, 3.0], dtype=torch.float64), bound,
                  torch.float32)
     assert stats.unbounded == (1 if isinstance(bound, torch.Tensor) else 3)
+
+
+def test_the_float32_route_keeps_radii_below_the_smallest_normal_under_flushing():
+    """Under flushing a float32 radius below 2^-126 would be stored or read as zero: it is
+    raised to 2^-126 (never below the radius), also after scaling by 2^-s."""
+    from ncet.exactness.float32_dots import round_up_to_float32
+    tiny = 2.0 ** -126
+    radii = torch.tensor([0.0, 1e-300, 1e-40, tiny, 1.0, 2.0 ** 70], dtype=torch.float64)
+    for exponent in (0, 10):
+        up = round_up_to_float32(radii, exponent=exponent, flush=True).double() * 2.0 ** exponent
+        assert bool((up >= radii).all())
+        assert bool((up[1:] >= tiny * 2.0 ** exponent).all())
+    gradual = round_up_to_float32(radii, flush=False).double()
+    assert bool((gradual >= radii).all()) and 0 < float(gradual[2]) < tiny

@@ -105,6 +105,7 @@ def exactness_record(report: ExactnessReport) -> dict[str, Any]:
         "first_violation": None if first is None else first.name,
         "unchecked": list(report.unchecked), "suspicious": list(report.suspicious),
         "arithmetic": {"certified": arithmetic.certified, "operand_u": arithmetic.operand_u,
+                       "flush": arithmetic.flush,
                        "flags": dict(arithmetic.flags), "notes": list(arithmetic.notes)},
         "tightness": {op: {"median_ratio": median, "worst_ratio": worst}
                       for op, (median, worst) in report.tightness().items()},

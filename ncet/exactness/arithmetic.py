@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
@@ -17,7 +17,17 @@ UNIT_ROUNDOFF: dict[torch.dtype, float] = {
 
 SMALLEST_NORMAL: dict[torch.dtype, float] = {d: torch.finfo(d).tiny for d in UNIT_ROUNDOFF}
 """eta: bounds the absolute error of one rounding near zero, with gradual underflow or with
-results flushed to zero."""
+results flushed to zero, and the change of an operand that is flushed to zero."""
+
+FLUSH_NOTE = ("flush-to-zero seen ({}): underflow term 2^-126 per operand, product and sum "
+              "(eta, the smallest normal of the node's dtype: 2^-126 for float32 and "
+              "bfloat16), (3 + 2 Gamma) C(eta m + eta_64) + 2 k eta per node, m the operands below "
+              "eta (docs/exactness.md §2.2)")
+"""The report's statement of the arithmetic assumed when the probes see flushing."""
+
+FLUSH_VERDICT = ("assumed: flush-to-zero seen, underflow term 2^-126 per product (eta of the "
+                 "node's dtype per operand, product and sum)")
+"""What the verdict line adds when the bounds carry the underflow term."""
 
 REDUCED_PRECISION_U = {"tf32": 2.0 ** -11, "bf16": 2.0 ** -8, "high": 2.0 ** -11,
                        "medium": 2.0 ** -8}
@@ -70,12 +80,21 @@ class ArithmeticModel:
         certified: False when a mode outside the model is on (the report says which).
         flags: The flags read, by name.
         notes: Plain-language statements of what is assumed.
+        flush: True when the probes saw subnormal operands or results flushed to zero
+            (flush-to-zero or denormals-are-zero on a thread, low-precision kernels, a
+            reduced-precision mode): every rounding node's bounds then carry the underflow
+            term of docs/exactness.md §2.2 (`bounds.flush_term`).
     """
 
     operand_u: float = 0.0
     certified: bool = True
     flags: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
+    flush: bool = False
+
+    def outside(self, reason: str) -> ArithmeticModel:
+        """This model, NOT CERTIFIED for `reason` (added to the notes)."""
+        return replace(self, certified=False, notes=(*self.notes, f"NOT CERTIFIED: {reason}"))
 
     def gamma(self, dtype: torch.dtype, op_type: str, k: float,
               probable: bool = False) -> float:
@@ -155,8 +174,10 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
     """Read PyTorch's precision flags and oneDNN's math mode, probe what no flag shows
     (flush-to-zero and denormals-are-zero on every intra-op thread, the rounding mode, and,
     for the dtypes in `low_precision`, whether their matrix products flush subnormal
-    operands), and declare the arithmetic they imply. Never raises for a flag it cannot
-    read: that is itself outside the model."""
+    operands), and declare the arithmetic they imply. Flushing seen anywhere turns on the
+    underflow term (`ArithmeticModel.flush`, a note says so); a rounding mode other than
+    round to nearest, an unreadable precision flag or NNPACK is outside the model. Never
+    raises for a flag it cannot read: that is itself outside the model."""
     flags = {name: _read(getter) for name, getter in PRECISION_FLAGS.items()}
     fpmath_u, fpmath = probes.read_fpmath_mode()
     if fpmath:
@@ -166,7 +187,7 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
              "u = 2^-24 (float32), 2^-53 (float64); underflow: eta = smallest normal per "
              "rounding, results may flush to zero",
              "CPU kernels; the CUDA TF32 flags are read but apply to CUDA only"]
-    outside = []
+    outside, flushed = [], []
     unreadable = [k for k in CPU_PRECISION_FLAGS if flags[k].startswith("unreadable")]
     if unreadable == ["float32_matmul_precision"] and all(
             flags[k] not in ("n/a",) for k in CPU_PRECISION_FLAGS[1:]):
@@ -183,21 +204,24 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
                             *([fpmath] if fpmath else [])])
         notes.append(f"reduced-precision float32 matmul/convolution ({source}): operands "
                      f"rounded to u = 2^{round(math.log2(operand_u))}, accumulated in float32")
-        outside.append(f"reduced-precision float32 matmul/convolution ({source}): oneDNN "
-                       "flushes subnormal operands in these modes, which the widened bound "
-                       "does not cover")
-    probed = [probe() for probe in (probes.probe_subnormals, probes.probe_rounding)]
-    outside.extend(found for found in probed if found)
-    if not any(probed):
+        flushed.append(f"{source}: oneDNN flushes subnormal float32 operands in this mode")
+    subnormals, rounding = probes.probe_subnormals(), probes.probe_rounding()
+    if rounding:
+        outside.append(rounding)
+    if subnormals:
+        flushed.append(subnormals)
+    if not (subnormals or rounding):
         notes.append("probed on every intra-op thread: subnormals kept, round to nearest")
-    flags["flush_denormal"] = str(any("-zero" in reason for reason in outside))
+    flags["flush_denormal"] = str(subnormals is not None)
     for dtype in dict.fromkeys(low_precision):
         found = probes.probe_low_precision_subnormals(dtype)
         if found:
-            outside.append(found)
+            flushed.append(found)
+    if flushed:
+        notes.append(FLUSH_NOTE.format("; ".join(flushed)))
     if "False" in (flags["mkldnn.enabled"], flags["mkldnn.available"]) \
             and flags["nnpack.enabled"] == "True":
         outside.append("oneDNN is disabled, so float32 convolutions may run in NNPACK "
                        "(Winograd/FFT), whose error the Conv2d bound does not cover")
     notes.extend(f"NOT CERTIFIED: {reason}" for reason in outside)
-    return ArithmeticModel(operand_u, not outside, flags, tuple(notes))
+    return ArithmeticModel(operand_u, not outside, flags, tuple(notes), bool(flushed))

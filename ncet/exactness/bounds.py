@@ -15,6 +15,14 @@ and end to end, with input radii E (§4.2, `end_to_end_radius`):
 
     SAFETY [C(E) + B_t(S_t, X_t) + B_r(S_t + C(E), X_t + X(E))]
 
+When the probes saw subnormals flushed to zero (`ArithmeticModel.flush`), both carry the
+underflow term of §2.2 (`flush_term`), for a node with carry C and k roundings in dtype d,
+m the inputs that may be flushed (0 < |x| < eta_d, `flushable`):
+
+    Phi_d = SAFETY [(3 + 2 Gamma_d(k)) (C(eta_d m) + C(eta_64 1)) + 2 k eta_d]
+
+(`FlushedBounds` adds it on every route). Otherwise Phi = 0 and the bounds are unchanged.
+
 This is the reference path, the specification the checker's fast paths are held to
 (`fast_paths.py`).
 """
@@ -29,7 +37,14 @@ import torch
 from ..evaluate import EVALUATORS
 from ..ir import IRNode
 from .arithmetic import SMALLEST_NORMAL, ArithmeticModel, read_arithmetic_model
-from .rules import BOUND_RULES, Consts, Tensors
+from .rules import (
+    BOUND_RULES,
+    Consts,
+    Shapes,
+    Tensors,
+    subnormal_constants,
+    subnormal_elements,
+)
 
 SAFETY = 1.0 + 2.0 ** -20
 """Bounds are computed in float64 (relative error far below 2^-30 for any layer size NCET
@@ -83,6 +98,90 @@ def rounding(node: IRNode, inputs: Tensors, abs_consts: Consts, consts: Consts) 
     exposed = rule.exposed(node, abs_inputs, abs_consts) if rule.exposed else 0.0
     return Rounding(rule.roundings(node, shapes, consts),
                     rule.magnitude(node, abs_inputs, abs_consts), exposed)
+
+
+FLUSH_CARRIES = 3
+"""Phi = SAFETY [(FLUSH_CARRIES + 2 Gamma_t(k)) (C(eta m) + C(eta_64 1)) + FLUSH_ROUNDINGS k eta]
+(§2.2): C(eta m) for PyTorch's operands read as zero (1), the reference's conversion of them
+to float64 (1), one spare, and NCET's magnitudes computed from flushed operands (2 Gamma);
+C(eta_64 1) for the float64 reference's own operands below 2^-1022."""
+
+FLUSH_ROUNDINGS = 2
+"""k eta for the conversion of PyTorch's value to float64 and for NCET's own flushed results
+(k eta spare) (§2.2)."""
+
+
+def flushable(x: torch.Tensor, eta: float) -> torch.Tensor:
+    """Where `x` holds a value that flushing in a dtype with smallest normal `eta` may read as
+    zero (0 < |x| < eta): x's own subnormals from their bits (denormals-are-zero on the
+    calling thread cannot hide them), and, for float64, values below eta, which are normal
+    doubles and compare exactly."""
+    if not x.is_floating_point():
+        return torch.zeros(x.shape, dtype=torch.bool)
+    mask = subnormal_elements(x)
+    if x.dtype == _F64:
+        mask |= (x.abs() < eta) & (x != 0)
+    return mask
+
+
+@dataclass(frozen=True, slots=True)
+class FlushTerm:
+    """A node's underflow term Phi (§2.2) in two parts: `base`, SAFETY [(3 + 2 Gamma)
+    C(eta_64 1) + 2 k eta] (one sample's shape, batch dimension 1), and `factor` (SAFETY (3 +
+    2 Gamma)) times C(eta m), m the operands that may be flushed (`of`)."""
+
+    node: IRNode
+    eta: float
+    factor: float
+    base: torch.Tensor
+
+    @classmethod
+    def at(cls, node: IRNode, shapes: Shapes, abs_consts: Consts, consts: Consts,
+           dtype: torch.dtype, arithmetic: ArithmeticModel,
+           operands: tuple[torch.dtype, ...] = ()) -> FlushTerm:
+        rule = BOUND_RULES[node.op_type]
+        eta = max(SMALLEST_NORMAL.get(d, 0.0) for d in (dtype, *operands))
+        k = rule.roundings(node, shapes, consts)
+        factor = SAFETY * (FLUSH_CARRIES + 2 * arithmetic.gamma(dtype, node.op_type, k))
+        tiny = [torch.full((1, *shape), SMALLEST_NORMAL[_F64], dtype=_F64) for shape in shapes]
+        base = factor * rule.carry(node, tiny, abs_consts) + SAFETY * FLUSH_ROUNDINGS * k * eta
+        return cls(node, eta, factor, base)
+
+    def of(self, masks: list[torch.Tensor], abs_consts: Consts) -> torch.Tensor:
+        """Phi with m = `masks` (bool, batched like the inputs)."""
+        if not any(bool(m.any()) for m in masks):
+            return self.base
+        radii = [m.to(_F64).mul_(self.eta) for m in masks]
+        carried = BOUND_RULES[self.node.op_type].carry(self.node, radii, abs_consts)
+        return self.base + self.factor * carried
+
+
+def flush_term(node: IRNode, shapes: Shapes, abs_consts: Consts, consts: Consts,
+               dtype: torch.dtype, arithmetic: ArithmeticModel,
+               operands: tuple[torch.dtype, ...] = (),
+               masks: list[torch.Tensor] | None = None) -> torch.Tensor | float:
+    """Phi, the underflow term of a node computed in `dtype` when the probes saw flushing
+    (§2.2): 0 without flushing and for an exact op; else a float64 tensor of the node's
+    per-sample shape with a leading batch dimension (1 when `masks` is None).
+
+    Args:
+        node: The IR node.
+        shapes: Its inputs' per-sample shapes.
+        abs_consts: |constants| in float64 (the carry reads them).
+        consts: The constants in their original dtypes (k reads them).
+        dtype: The dtype PyTorch computed the node in.
+        arithmetic: The arithmetic model; `flush` turns the term on.
+        operands: The dtypes of the node's inputs as PyTorch holds them: eta is the largest
+            smallest normal of `dtype` and these (a float32 operand promoted to a float64
+            node is read as zero below float32's, 2^-126).
+        masks: Where each input may be flushed (`flushable`, batched); None: everywhere.
+    """
+    if not arithmetic.flush or BOUND_RULES[node.op_type].magnitude is None:
+        return 0.0
+    term = FlushTerm.at(node, shapes, abs_consts, consts, dtype, arithmetic, operands)
+    if masks is None:
+        masks = [torch.ones((1, *shape), dtype=torch.bool) for shape in shapes]
+    return term.of(masks, abs_consts)
 
 
 def node_local_bound(node: IRNode, r: Rounding, dtype: torch.dtype,
@@ -178,14 +277,20 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
         inputs: Its input values (batched; any float dtype, read exactly).
         consts: The IR's constants in their own dtypes (read exactly).
         dtype: The precision the node is computed in.
-        arithmetic: The arithmetic model (flags); read from PyTorch when None.
+        arithmetic: The arithmetic model (flags); read from PyTorch when None. Under
+            flushing the bound includes the underflow term `flush_term`.
     """
     xs = [x.to(_F64) for x in inputs]
     abs_consts = {k: v.to(_F64).abs() for k, v in consts.items()}
     r = rounding(node, xs, abs_consts, consts)
     if r.magnitude is None:
         return torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
-    return r.bound(node, dtype, arithmetic or read_arithmetic_model()) * SAFETY
+    arithmetic = arithmetic or read_arithmetic_model()
+    operands = tuple(x.dtype for x in inputs)
+    eta = max(SMALLEST_NORMAL.get(d, 0.0) for d in (dtype, *operands))
+    flushed = flush_term(node, [tuple(x.shape[1:]) for x in xs], abs_consts, consts, dtype,
+                         arithmetic, operands, [flushable(x, eta) for x in inputs])
+    return r.bound(node, dtype, arithmetic) * SAFETY + flushed
 
 
 def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
@@ -197,10 +302,14 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         node name -> (value, radius), for the Input nodes and every operator node.
 
     Raises:
-        RuntimeError: The arithmetic in force is outside the declared model.
+        RuntimeError: The arithmetic in force is outside the declared model (also: a
+            subnormal tensor constant while subnormals are flushed).
     """
     consts = {k: v.to(_F64) for k, v in ir.constants.items()}
     arithmetic = read_arithmetic_model()
+    if arithmetic.flush and (subnormal := subnormal_constants(ir.nodes, ir.constants)):
+        arithmetic = arithmetic.outside(f"subnormal constants ({', '.join(subnormal[:5])}) "
+                                        "may be flushed to zero")
     if not arithmetic.certified:
         raise RuntimeError("no certified enclosure: " + arithmetic.describe())
     abs_consts = {k: v.abs() for k, v in consts.items()}
@@ -215,5 +324,47 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         value = EVALUATORS[node.op_type](node, values, consts)
         r = rounding(node, values, abs_consts, ir.constants)
         carried = BOUND_RULES[node.op_type].carry(node, radii, abs_consts)
-        out[node.name] = (value, (carried + r.bound(node, _F64, arithmetic)) * SAFETY)
+        flushed = flush_term(node, [tuple(x.shape[1:]) for x in values], abs_consts,
+                             ir.constants, _F64, arithmetic, tuple(
+                                 getattr(torch, ir.node(i).dtype) for i in node.inputs))
+        out[node.name] = (value, (carried + r.bound(node, _F64, arithmetic)) * SAFETY
+                          + flushed)
     return out
+
+
+@dataclass(frozen=True, slots=True)
+class FlushedBound:
+    """A rounding node's bound on any route with the underflow term Phi added to the
+    node-local bound and to the end-to-end radius (§2.2)."""
+
+    inner: NodeBound
+    flushed: torch.Tensor
+    value: torch.Tensor
+
+    def radius(self, radii: Tensors) -> torch.Tensor:
+        return self.inner.radius(radii) + self.flushed
+
+
+class FlushedBounds:
+    """The checker's bounds (`inner`, any route) with the underflow term added at every
+    rounding node: the bounds under flushing (§2.2). Its constant part is computed once per
+    node and dtype; C(eta m) only for a chunk where some operand may be flushed."""
+
+    def __init__(self, inner, constants: Consts, abs_consts: Consts,
+                 arithmetic: ArithmeticModel):
+        self.inner, self.constants, self.abs_consts = inner, constants, abs_consts
+        self.arithmetic = arithmetic
+        self.terms: dict[tuple[str, torch.dtype], FlushTerm] = {}
+
+    def local(self, at: NodeInputs) -> FlushedBound | None:
+        bound = self.inner.local(at)
+        if bound is None:
+            return None
+        key = (at.node.name, at.dtype)
+        term = self.terms.get(key)
+        if term is None:
+            term = self.terms[key] = FlushTerm.at(
+                at.node, [tuple(x.shape[1:]) for x in at.values], self.abs_consts,
+                self.constants, at.dtype, self.arithmetic, tuple(x.dtype for x in at.computed))
+        flushed = term.of([flushable(x, term.eta) for x in at.computed], self.abs_consts)
+        return FlushedBound(bound, flushed, bound.value + flushed)

@@ -20,6 +20,7 @@ from ..ir import GraphIR
 from .arithmetic import MATMUL_OPS, read_arithmetic_model
 from .checker import Checker
 from .report import VALUE_SAMPLE_SIZE, ExactnessReport
+from .rules import subnormal_constants
 
 CHUNK_ELEMENTS = 2 ** 20
 """Default chunk: as many samples as keep every node's batched value under this many elements
@@ -148,6 +149,10 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
 
     reporter = _Progress(progress)
     arithmetic = read_arithmetic_model(low_precision)  # read and probed once, for both passes
+    if arithmetic.flush and (subnormal := subnormal_constants(ir.nodes, ir.constants)):
+        arithmetic = arithmetic.outside(
+            f"subnormal constants ({', '.join(subnormal[:5])}) may be flushed to zero, "
+            "which the underflow term does not cover")
 
     def check(traced: Traced) -> ExactnessReport:
         checker = Checker(model, traced, ir, arithmetic, local=local, end_to_end=end_to_end)

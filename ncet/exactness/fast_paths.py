@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from .arithmetic import ArithmeticModel
-from .bounds import NodeInputs, ReferenceBounds, rounding
+from .bounds import FlushedBounds, NodeInputs, ReferenceBounds, rounding
 from .float32_dots import (
     FLOAT32_DOT_OPS,
     DotBound,
@@ -62,11 +62,16 @@ def fast_paths_on() -> bool:
 
 
 def bounds_for(constants: Consts, abs_consts: Consts, arithmetic: ArithmeticModel,
-               scratch: Scratch) -> ReferenceBounds | FastBounds:
-    """The checker's bounds, by the route `fast_paths_on()` selects."""
+               scratch: Scratch) -> ReferenceBounds | FastBounds | FlushedBounds:
+    """The checker's bounds, by the route `fast_paths_on()` selects; under flushing with
+    the underflow term added on either route (`bounds.FlushedBounds`)."""
     if fast_paths_on():
-        return FastBounds(constants, abs_consts, arithmetic, scratch)
-    return ReferenceBounds(constants, abs_consts, arithmetic)
+        bounds = FastBounds(constants, abs_consts, arithmetic, scratch)
+    else:
+        bounds = ReferenceBounds(constants, abs_consts, arithmetic)
+    if arithmetic.flush:
+        return FlushedBounds(bounds, constants, abs_consts, arithmetic)
+    return bounds
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,7 +113,7 @@ class _DotRoute:
     def radius(self, radii: Tensors) -> torch.Tensor:
         s = carry_exponent(radii)
         up = [round_up_to_float32(e, self.bounds.scratch.get(f"up{i}", e.shape, torch.float32),
-                                  s) for i, e in enumerate(radii)]
+                                  s, self.bounds.arithmetic.flush) for i, e in enumerate(radii)]
         c = dot_sum32(self.at.node, up, self.bounds.abs_consts32, True)
         if c is not None:
             return self.dot.total(self.value, c, s)

@@ -46,7 +46,7 @@ def carry_exponent(radii: Tensors) -> int:
 
 
 def round_up_to_float32(values: torch.Tensor, out: torch.Tensor | None = None,
-                        exponent: int = 0) -> torch.Tensor:
+                        exponent: int = 0, flush: bool = False) -> torch.Tensor:
     """Float32 values >= the non-negative float64 `values` / 2^exponent (inf where they
     overflow, which `dot_sum32` then reports): the float32 neighbour above the nearest
     float32, since rounding to nearest is off by at most half a spacing. The division by a
@@ -58,12 +58,20 @@ def round_up_to_float32(values: torch.Tensor, out: torch.Tensor | None = None,
         values: Non-negative float64 values.
         out: A float32 tensor of their shape to write into (else allocated).
         exponent: s from `carry_exponent`.
+        flush: Subnormals are flushed (`ArithmeticModel.flush`): a positive value whose
+            float32 neighbour is below float32's smallest normal (flushed to zero when
+            stored, or read as zero by the float32 product) is raised to that smallest
+            normal, so that no radius is lost (docs/exactness.md §2.2).
     """
     if out is None:
         out = torch.empty(values.shape, dtype=_F32)
     near = torch.mul(values, math.ldexp(1.0, -exponent), out=out) if exponent \
         else out.copy_(values)
-    return torch.nextafter(near, _F32_INF, out=near)
+    up = torch.nextafter(near, _F32_INF, out=near)
+    if flush:
+        tiny = SMALLEST_NORMAL[_F32]
+        up.masked_fill_((values > 0) & ~(up >= tiny), tiny)
+    return up
 
 
 def dot_sum32(node: IRNode, abs_inputs32: Tensors, abs_consts32: Consts,

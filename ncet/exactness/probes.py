@@ -7,7 +7,9 @@ the floating-point environment (flush-to-zero, denormals-are-zero, the rounding 
 thread: OpenMP workers copy the creating thread's state when they start and keep it, so
 `torch.set_flush_denormal` or `fesetround` on one thread tells nothing about the others.
 
-A probe returns None when the arithmetic is as declared, or the reason it is not.
+A probe returns None when the arithmetic is as declared, or the reason it is not. Flushing
+(of operands or results) turns on the bounds' underflow term (docs/exactness.md §2.2); any
+other departure makes the report NOT CERTIFIED.
 """
 
 from __future__ import annotations
@@ -123,5 +125,5 @@ def probe_low_precision_subnormals(dtype: torch.dtype) -> str | None:
             if bool((product(rows) == 0).any()):
                 return (f"{str(dtype).removeprefix('torch.')} {kind} flush subnormal "
                         f"operands to zero (seen at {rows} rows: oneDNN's low-precision "
-                        "kernels), which the bounds do not cover")
+                        "kernels)")
     return None

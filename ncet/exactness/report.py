@@ -11,7 +11,7 @@ from types import MappingProxyType
 import torch
 
 from ..errors import quote_source
-from .arithmetic import SUSPICION_LAMBDA, ArithmeticModel
+from .arithmetic import FLUSH_VERDICT, SUSPICION_LAMBDA, ArithmeticModel
 from .blame import Blame, trace_violations
 from .entries import STATUSES, ExactnessEntry, OutputEntry, vacuous
 from .report_view import consequences, ratio_text, repr_html, styled_frame, text_table
@@ -356,6 +356,8 @@ class ExactnessReport:
                 f"; first output {self.unchecked[0]!r}" if self.unchecked else ""
             verdict = (f"NOT CERTIFIED: {len(self.unchecked)} node(s) or output(s) could not "
                        f"be checked{where}")
+        if self.arithmetic.flush:
+            verdict += f"; {FLUSH_VERDICT}"
         if not self.arithmetic.certified and not verdict.startswith("NOT CERTIFIED"):
             verdict += " (and NOT CERTIFIED: the arithmetic in force is outside the model)"
         lines = [verdict, *consequences(self), f"inputs: {self.inputs}",

@@ -321,3 +321,39 @@ BOUND_RULES: dict[str, BoundRule] = {
 """Every op_type's bound rule, in the order of docs/exactness.md's §3 table."""
 
 assert set(BOUND_RULES) | {"Input", "Output"} == set(OP_SCHEMAS), "an op_type has no bound rule"
+
+
+# --- constants a flush would change beyond the underflow term (§2.2) ---------------------
+_BITS = {2: torch.int16, 4: torch.int32, 8: torch.int64}
+_MANTISSA_BITS = {torch.float16: 10, torch.bfloat16: 7, torch.float32: 23, torch.float64: 52}
+
+
+def subnormal_elements(values: torch.Tensor) -> torch.Tensor:
+    """Where a float tensor holds subnormal numbers of its own dtype, read from the bits
+    (zero exponent field, non-zero significand), so that denormals-are-zero on the calling
+    thread cannot hide them."""
+    mant = _MANTISSA_BITS[values.dtype]  # the dtypes a GraphIR holds
+    bits = values.contiguous().view(_BITS[values.element_size()])
+    width = 8 * values.element_size() - 1 - mant
+    return ((bits >> mant) & ((1 << width) - 1) == 0) & (bits & ((1 << mant) - 1) != 0)
+
+
+def subnormal_constants(nodes, consts: Consts) -> list[str]:
+    """"node.attr" for every float tensor constant of a node with an element that is
+    subnormal in its own dtype or below the smallest normal of the node's dtype: read as
+    zero under flushing, it changes a result by |c| times what it multiplies (a weight times
+    a large operand, a variance that divides), which the underflow term does not bound, so
+    such a graph is NOT CERTIFIED under flushing (§2.2)."""
+    found = []
+    for node in nodes:
+        for attr, name in node.attrs.items():
+            if not isinstance(name, str) or name not in consts \
+                    or consts[name].dtype not in _MANTISSA_BITS:
+                continue
+            value = consts[name]
+            tiny = torch.finfo(getattr(torch, node.dtype)).tiny
+            below = (value.double().abs() < tiny) & (value != 0) \
+                if value.element_size() == 8 else torch.zeros((), dtype=torch.bool)
+            if bool(subnormal_elements(value).any() | below.any()):
+                found.append(f"{node.name}.{attr}")
+    return found
