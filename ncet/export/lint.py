@@ -3,11 +3,11 @@ silently mis-handle, with the reason and the tool-side evidence (tools.py)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
 import onnx
 
+from ..escapes import name_text
 from .onnx_file import ONNXFileError, read_model
 from .tool_graph import GraphContext, ToolRule
 from .tools import LINT_TOOLS, RULES_BY_OP, TOOLS
@@ -46,8 +46,8 @@ class LintReport:
                 f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}")
         lines = [head]
         for f in self.findings:
-            at = f" [{_one_line(f.location)}]" if f.location else ""
-            lines.append(f"  {_one_line(f.node)} ({_one_line(f.op_type)}){at}: {f.verdict}: "
+            at = f" [{name_text(f.location)}]" if f.location else ""
+            lines.append(f"  {name_text(f.node)} ({name_text(f.op_type)}){at}: {f.verdict}: "
                          f"{f.reason}")
             lines.append(f"      source: {f.source}")
         return "\n".join(lines)
@@ -63,17 +63,6 @@ class LintReport:
 
         columns = [name for name in LintFinding.__dataclass_fields__]
         return pd.DataFrame([asdict(f) for f in self.findings], columns=columns)
-
-
-_BREAKS = re.compile("[\\x00-\\x1f\\x7f-\\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-"""What could break or shift a line of the listing: control characters (newline, tab, \\r,
-\\x85, ...), Unicode's line and paragraph separators and bidirectional controls."""
-
-
-def _one_line(text: str) -> str:
-    """A name from the file as one line, as `ncet.cli.terminal.name_text` writes it."""
-    return _BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", text)
 
 
 def _text(value: str | bytes) -> str:
