@@ -631,3 +631,16 @@ def test_a_hook_on_a_module_forward_does_not_call_is_ignored():
     model = _HookNet().eval()
     model.unused.register_forward_hook(_zero_above_1e7)
     assert ncet.check_exactness(model, ncet.convert(model, (4,)), samples_per_scale=4).ok
+
+
+def test_a_hook_on_a_leaf_module_given_as_the_model_is_named_at_its_node():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3).eval()
+    handle = model.register_forward_hook(_zero_above_1e7)
+    ir = ncet.convert(model, (4,))
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert not report.ok and report.first_violation is None
+    (name,) = report.unchecked
+    assert "a forward hook on the model itself, _zero_above_1e7" in report.entry(name).note
+    handle.remove()
+    assert ncet.check_exactness(model, ir, samples_per_scale=2).ok
