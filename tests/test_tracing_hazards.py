@@ -388,6 +388,22 @@ class GlobalFlagBranch(ExtraBranch):
         return self.l2(h)
 
 
+class ClassFlagBranch(ExtraBranch):
+    """The same branch behind a class attribute."""
+
+    extra_branch = False
+
+    def forward(self, x):
+        h = torch.relu(self.l1(x))
+        if self.extra_branch:
+            h = h + torch.relu(x - 1e6)
+        return self.l2(h)
+
+
+def _set_class_flag(model):
+    type(model).extra_branch = True
+
+
 def _set_guard(model):
     model.guard = True
 
@@ -415,7 +431,9 @@ def _verdict(model, ir):
                                "the GraphIR does not match the model: no IR node")),
     (GlobalFlagBranch, _set_global, ("raises", "ValueError",
                                      "the GraphIR does not match the model: no IR node")),
-], ids=["data-dependent-branch", "traceable-branch", "global-flag"])
+    (ClassFlagBranch, _set_class_flag, ("raises", "ValueError",
+                                        "the GraphIR does not match the model: no IR node")),
+], ids=["data-dependent-branch", "traceable-branch", "global-flag", "class-flag"])
 def test_state_changed_after_convert_gives_the_reference_verdict(build, change, expected,
                                                                  monkeypatch):
     """A flag set after `convert` changes what forward() traces to only off the samples:
@@ -433,6 +451,7 @@ def test_state_changed_after_convert_gives_the_reference_verdict(build, change, 
         reference = _verdict(model, ir)
     finally:
         EXTRA_BRANCH[0] = False
+        ClassFlagBranch.extra_branch = False
     assert reference[:2] == expected[:2] and str(reference[2]).startswith(expected[2])
     assert fast == reference
 

@@ -33,6 +33,9 @@ _MODULE_BOOKKEEPING = frozenset(vars(nn.Module())) - {"training"}
 buffers are read live, the submodules are fingerprinted one by one, the hooks are the
 check's own business (exactness/hooks.py)."""
 
+_MODULE_MRO = frozenset(nn.Module.__mro__)
+"""nn.Module and its bases: their class attributes are torch's own."""
+
 _DEPTH = 3
 """How deep `fingerprint` looks into containers and plain objects; deeper, by identity."""
 
@@ -43,7 +46,8 @@ _WIDTH = 256
 def fingerprint(model: nn.Module) -> tuple:
     """What a trace of `model` may depend on besides tensor values, as a comparable value:
     per module (in `named_modules` order) its path, identity, class and `forward`, its
-    `training` flag and other attributes (numbers, strings, flags, dtypes and containers or
+    class's own attributes (class-level flags; methods by identity), its `training` flag and
+    other attributes (numbers, strings, flags, dtypes and containers or
     plain objects of those by value, floats by their bits; anything else by identity), and
     the module-level globals its forward() names (by value, the same way)."""
     key = []
@@ -54,7 +58,10 @@ def fingerprint(model: nn.Module) -> tuple:
             forward = getattr(cls, "forward", None)
             names = getattr(getattr(forward, "__code__", None), "co_names", ())
             found = getattr(forward, "__globals__", {})
-            classes[cls] = (id(cls), id(forward), tuple(
+            own = tuple((k, _value(v, _DEPTH)) for klass in cls.__mro__
+                        if klass not in _MODULE_MRO for k, v in vars(klass).items()
+                        if not k.startswith("__"))  # class flags, methods by identity
+            classes[cls] = (id(cls), id(forward), own, tuple(
                 (n, _value(found[n], _DEPTH)) for n in names if n in found))
         attributes = tuple((k, _value(v, _DEPTH)) for k, v in vars(module).items()
                            if k not in _MODULE_BOOKKEEPING)
