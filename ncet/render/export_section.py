@@ -10,7 +10,16 @@ from typing import Any
 
 from ..exactness.report import ExactnessEntry, ExactnessReport
 from .facts import quote_source
-from .tables import Column, cell, escape, facts_html, number_cells, records_html, text_cell
+from .tables import (
+    Column,
+    cell,
+    escape,
+    facts_html,
+    long_code_cell,
+    number_cells,
+    records_html,
+    text_cell,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +112,7 @@ FINDING_COLUMNS = (
 CHECK_COLUMNS = (
     Column("node", lambda e: text_cell(e.name, "mono")),
     Column("op_type", lambda e: text_cell(e.op_type)),
-    Column("source", lambda e: text_cell(quote_source(e.location, e.source_text), "mono")),
+    Column("source", lambda e: long_code_cell(quote_source(e.location, e.source_text))),
     Column("local ratio", lambda e: number_cells(e.local_ratio), numeric=True),
     Column("e2e ratio", lambda e: number_cells(e.e2e_ratio), numeric=True),
     Column("violations", lambda e: cell(str(e.local_violations + e.e2e_violations), "num"),
