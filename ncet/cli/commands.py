@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .. import check_exactness, diagnose, evaluate, load, save
+from .. import check_exactness, evaluate, load, save
 from ..errors import GraphIRFormatError
 from ..exactness.check import DEFAULT_SCALES
 from ..exactness.report import ExactnessReport
@@ -27,6 +27,7 @@ from .exporting import (
     check_export_options,
     export_facts,
 )
+from .phrasing import diagnose  # ncet.diagnose, its hints naming the command's flags
 from .progress import ProgressBar
 from .records import (
     conversion_record,
