@@ -19,7 +19,7 @@ from ..examples import EXAMPLES, load_example
 from ..format.atomic import atomic_writer
 from ..frontend.report import ConversionReport
 from ..render import render_report, verdict
-from ..render.export_section import ExportFacts
+from ..render.export_section import ExportFacts, batch_text
 from .exporting import (
     EXPORT_OPTIONS,
     ExportOptionError,
@@ -154,8 +154,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _print_export(target: Target, report: ConversionReport, facts: ExportFacts) -> None:
     print(f"{target.text}: {report.summary()}")
-    print(f"wrote {facts.path}: ONNX opset {facts.opset}, {facts.profile} profile, batch axis "
-          f"{facts.batch_axis}, {facts.nodes} nodes ({facts.size:,} bytes, sha256 "
+    print(f"wrote {facts.path}: ONNX opset {facts.opset}, {facts.profile} profile, "
+          f"{batch_text(facts.batch_axis)}, {facts.nodes} nodes ({facts.size:,} bytes, sha256 "
           f"{facts.sha256})")
     print("nodes: " + ", ".join(f"{op} {n}" for op, n in facts.op_types))
     for _, lint in facts.lint:

@@ -87,6 +87,17 @@ class ExportFacts:
         return "ok", f"exported to ONNX ({self.profile} profile){checked}"
 
 
+def batch_text(batch_axis: int | str | None) -> str:
+    """An ONNX file's batch dimension in words: "fixed batch size 1" for a fixed size,
+    "symbolic batch size N" for a symbolic one ("none" for a file without inputs), never
+    "batch axis 1", which reads as if the batch were axis 1."""
+    if batch_axis is None:
+        return "none"
+    if isinstance(batch_axis, int):
+        return f"fixed batch size {batch_axis}"
+    return f"symbolic batch size {batch_axis}"
+
+
 OP_TYPE_COLUMNS = (
     Column("ONNX op type", lambda p: text_cell(p[0], "mono")),
     Column("nodes", lambda p: cell(str(p[1]), "num"), numeric=True),
@@ -136,7 +147,7 @@ def export_html(facts: ExportFacts) -> str:
                        "an export that could compute something else than the GraphIR is "
                        "refused (docs/export.md).</p>\n</section>")
     about = [("profile", facts.profile), ("opset", facts.opset),
-             ("batch axis", facts.batch_axis), ("ONNX nodes", facts.nodes),
+             ("batch", batch_text(facts.batch_axis)), ("ONNX nodes", facts.nodes),
              ("bytes", f"{facts.size:,}"), ("sha256", facts.sha256)]
     if facts.path is not None:
         about.insert(0, ("file", facts.path))
