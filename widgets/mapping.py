@@ -40,8 +40,8 @@ CHOICES = 500
 TABLE_BASIS = 900
 """The width in px the table's box asks for beside the node detail: the mapping table of a
 typical model fits it with every column shown (long sources and constants wrap); where the
-view is narrower than this plus the detail, the detail moves below the table instead of
-squeezing it."""
+view is narrower than this plus the detail, the detail moves below the table (and takes the
+view's width) instead of squeezing it."""
 
 
 class MappingTable(StaticFallback, Paged, W.VBox):
@@ -147,7 +147,7 @@ class MappingTable(StaticFallback, Paged, W.VBox):
                         self.csv, self.csv_link], layout=wrap)
         grid = W.VBox([self.table], layout=W.Layout(flex=f"1 1 {TABLE_BASIS}px", min_width="0"))
         side = W.VBox([self.node, self.message, self.detail],
-                      layout=W.Layout(flex="0 1 380px", min_width="280px",
+                      layout=W.Layout(flex="1 1 380px", min_width="280px",
                                       margin="0 0 0 12px"))
         side.add_class("ncet-side")
         body = W.HBox([grid, side], layout=W.Layout(flex_flow="row wrap",

@@ -57,8 +57,8 @@ TABLE_RULES: tuple[tuple[str, str], ...] = (
     ("tr.ncet-selected td", "background: var(--ncet-selected)"),
     ("th.ncet-sort", "cursor: pointer; user-select: none"),
     ("th.ncet-sort:hover", "color: var(--ncet-info)"),
-    ("th[aria-sort=ascending]::after", 'content: " \\25B2"; font-size: 9px'),
-    ("th[aria-sort=descending]::after", 'content: " \\25BC"; font-size: 9px'),
+    ("th[aria-sort=ascending]::after", 'content: "\\00A0\\25B2"; font-size: 9px'),
+    ("th[aria-sort=descending]::after", 'content: "\\00A0\\25BC"; font-size: 9px'),
     (".ncet-clickable tbody tr[data-node]", "cursor: pointer"),
     (".ncet-clickable tbody tr[data-node]:hover td", "background: var(--ncet-soft)"),
     (".pill", "display: inline-block; border-radius: 999px; padding: 0 8px; font-size: 11.5px; "
