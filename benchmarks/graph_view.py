@@ -2,10 +2,13 @@
 graph tab, and selecting a node there (shared with the mapping table).
 
 Prints, per size: diagnose; the Workbench's construction (diagnose included); the graph tab's
-first showing (module groups, DOT text, Graphviz layout), split into grouping and layout;
-selecting a node drawn already; selecting a node hidden in a closed group (its groups open
-and the graph is laid out again); selecting from the mapping table; the boxes drawn and the
-SVG's size. Wall times of single runs on this shared machine, no assertions.
+first showing (module calls, layout, SVG), split into grouping and drawing; selecting a node
+drawn already; selecting a node hidden in a closed group (its groups open and the graph is
+laid out again); selecting from the mapping table; finding the last layer by name
+(`GraphView.find`: found, its groups opened, drawn again) and searching for a source line
+that every layer matches (the search alone); the boxes drawn and the SVG's size; then every
+group open ("open all": every node drawn), its layout and SVG. Wall times of single runs on
+this shared machine, no assertions.
 
 Usage: python benchmarks/graph_view.py [--sizes 1000,20000]
 """
@@ -15,8 +18,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from ncet.widgets.graph_dot import dot_svg, to_dot
 from ncet.widgets.graph_groups import Groups
+from ncet.widgets.graph_svg import to_svg
 
 import ncet
 from ncet import widgets
@@ -40,7 +43,7 @@ def measure(nodes: int) -> dict:
     ir = bench.report.graph
     groups, group_s = timed(lambda: Groups(ir))
     expanded = groups.default_expanded()
-    svg, layout_s = timed(lambda: dot_svg(to_dot(groups, expanded)))
+    svg, layout_s = timed(lambda: to_svg(groups, expanded))
     _, tab_s = timed(lambda: setattr(bench, "selected_index", 3))
     graph = bench.graph
     shown = graph.groups.visible(graph.expanded)
@@ -52,11 +55,20 @@ def measure(nodes: int) -> dict:
     other = ir.nodes[len(ir.nodes) // 2].name
     _, from_mapping = timed(lambda: bench.mapping.select(other))
     assert graph.selected == other == bench.mapping.selected
+    last = ir.nodes[-2]  # the last layer: hidden in a closed block
+    found, find_s = timed(lambda: graph.find(last.name))
+    assert found == graph.selected == last.name, (found, last.name)
+    line = last.source.location  # the loop's line: every layer matches
+    matches, search_s = timed(lambda: graph.search(line))
+    assert last.name in matches, line
+    everything, all_s = timed(lambda: to_svg(groups, set(groups.groups)))
     return {"ir_nodes": len(ir.nodes), "diagnose_s": diagnose, "workbench_open_s": open_s,
             "graph_tab_s": tab_s, "grouping_s": group_s, "layout_s": layout_s,
             "select_drawn_s": select_drawn, "select_hidden_s": select_hidden,
-            "select_from_mapping_s": from_mapping,
-            "boxes_drawn": len(shown.nodes) + len(shown.boxes), "svg_kb": len(svg) / 1000}
+            "select_from_mapping_s": from_mapping, "find_by_name_s": find_s,
+            "search_source_line_s": search_s, "search_matches": len(matches),
+            "boxes_drawn": len(shown.nodes) + len(shown.boxes), "svg_kb": len(svg) / 1000,
+            "open_all_layout_svg_s": all_s, "open_all_svg_kb": len(everything) / 1000}
 
 
 def main() -> None:

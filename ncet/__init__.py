@@ -109,6 +109,9 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     Raises:
         ValueError: The file's inputs or outputs are not the GraphIR's, the file is not an
             ONNX model onnxruntime can load, or the inputs do not match the IR.
+        ncet.export.onnx_file.ONNXFileError: (a ValueError) The file does not parse, its
+            external data cannot be read, or it defines a name twice (two initializers, a
+            graph input over an initializer, ...): `.code`, `.name`, `.entries`.
         TypeError: `ir` is not a GraphIR, or `onnx_model` neither a ModelProto nor a path.
         ImportError: onnx or onnxruntime is not installed.
 

@@ -19,7 +19,7 @@ import torch
 
 from . import comparison
 from .exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
-from .ir import CONSTANT_ATTRS, GraphIR, IRNode
+from .ir import CONSTANT_ATTRS, GraphIR, IRNode, same_value
 
 
 @dataclass(frozen=True, slots=True)
@@ -301,9 +301,9 @@ def _node_change(x: IRNode, y: IRNode, how: str, rename: dict[str, str], a: Grap
     for key in sorted(set(x.attrs) | set(y.attrs)):
         if key in const_x or key in const_y:
             continue
-        va, vb = _plain(x.attrs.get(key)), _plain(y.attrs.get(key))
-        if va != vb or type(va) is not type(vb):
-            fields_.append((key, va, vb))
+        va, vb = x.attrs.get(key), y.attrs.get(key)
+        if not same_value(va, vb):
+            fields_.append((key, _plain(va), _plain(vb)))
     constants = []
     for key in dict.fromkeys((*const_x, *const_y)):
         change = _constant_change(key, x.attrs.get(key), y.attrs.get(key), a, b)

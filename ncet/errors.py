@@ -28,6 +28,8 @@ _REASON_ROWS = (
     ("trace-failed", "TraceError", "torch.fx.symbolic_trace could not trace the model"),
     ("input-count", "TraceError", "the number of input shapes differs from forward()'s arguments"),
     ("shape-propagation", "TraceError", "running the traced graph on the example inputs failed"),
+    ("stop-at-node", "TraceError",
+     "stop_at names no operation of the traced graph (an unknown name, an input, a parameter)"),
     ("batch-not-preserved", "SupportBoundaryError",
      "a node's leading size does not follow the batch size, or its per-sample shape changes "
      "with it"),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import html
 import math
+import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -106,6 +107,21 @@ class Source:
     location: str = ""
 
 
+def same_value(x: Any, y: Any) -> bool:
+    """Two attribute values are the same data: of the same type (a tuple and a list alike,
+    an int not a float or a bool), floats bit for bit (a NaN equals itself, and only a NaN
+    of its payload; -0.0 is not 0.0), inside lists, tuples and dicts too."""
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
+        return len(x) == len(y) and all(map(same_value, x, y))
+    if type(x) is not type(y):
+        return False
+    if type(x) is float:
+        return struct.pack("<d", x) == struct.pack("<d", y)
+    if isinstance(x, dict):
+        return x.keys() == y.keys() and all(same_value(x[k], y[k]) for k in x)
+    return x == y
+
+
 @dataclass(frozen=True, slots=True)
 class IRNode:
     """One canonical operator application.
@@ -135,6 +151,15 @@ class IRNode:
         assert arity is None or len(self.inputs) == arity, (self.name, self.inputs)
         assert set(self.attrs) == set(schema), (self.name, sorted(self.attrs), sorted(schema))
         object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
+
+    def __eq__(self, other: object) -> bool:
+        """The same node: every field but the provenance, attributes by `same_value` (a
+        float bit for bit: `-0.0` is not `0.0`)."""
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return (self.name, self.op_type, self.inputs, self.shape, self.dtype) == (
+            other.name, other.op_type, other.inputs, other.shape, other.dtype) and \
+            same_value(dict(self.attrs), dict(other.attrs))
 
     def __repr__(self) -> str:
         args = ", ".join(self.inputs)

@@ -11,7 +11,10 @@ opens one, runs all its cells from the Run menu and works what it displays:
   at 1400 px the detail goes below and the table shows every column; a header sorts the rows
   up, down, and back to graph order; a node clicked in the Graph tab (dragged into view) is
   selected there and in the Mapping and Exactness tabs, and a row clicked in the Mapping tab
-  is selected in the graph, shown in the canvas's view; the CSV link downloads the table's
+  is selected in the graph, shown in the canvas's view; the Graph tab draws every module call
+  as a cluster, top to bottom in the order of the calls (screenshot
+  artifacts/workbench-graph-calls.png), and its search box finds a node by op_type and by
+  source line; the CSV link downloads the table's
   rows; in JupyterLab Light and JupyterLab Dark (switched with `apputils:change-theme`) the
   verdict and the mapping table's text have a WCAG AA contrast (4.5:1) against the background
   they are painted on (composited from the element's and its ancestors' backgrounds); each
@@ -33,6 +36,7 @@ from pathlib import Path
 
 import pytest
 from ncet.widgets.frames import MAPPING_COLUMNS
+from ncet.widgets.graph_groups import ROOT, Groups
 from ncet.widgets.mapping import TABLE_BASIS
 from ncet.widgets.sorting import natural_key
 from playwright.sync_api import Browser, Page, expect, sync_playwright
@@ -51,7 +55,7 @@ from tests.browser.lab import (
     set_theme,
     tail,
 )
-from tests.browser.probes import CHANGED, CONTRAST, READ_TABLE
+from tests.browser.probes import CHANGED, CLUSTER_TOPS, CONTRAST, READ_TABLE
 from tests.browsers import chromium
 from tests.test_table_widths import CLIPPED_COLUMNS
 
@@ -62,6 +66,7 @@ EXAMPLE = "residual_cnn"  # what both notebooks display
 PAGE_SIZE = 25  # MappingTable's default
 ARTIFACTS = REPO / "artifacts"
 SCREENSHOT = ARTIFACTS / "workbench.png"
+CALLS_SCREENSHOT = ARTIFACTS / "workbench-graph-calls.png"
 
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
 
@@ -401,6 +406,54 @@ def test_the_graph_shows_a_node_selected_while_its_tab_was_hidden(bench, lab):
         node.wait_for(timeout=CHANGE_MS)
         frame = bench.locator(".ncet-graph-canvas .ncet-graph-holder").bounding_box()
     assert in_view(bench, node), f"{name} at {node.bounding_box()}, the canvas at {frame}"
+
+
+def test_the_graph_draws_the_module_calls_in_their_order_and_finds_a_node(bench, lab,
+                                                                          report):
+    groups = Groups(report.graph)
+    calls = groups.in_call_order(set(groups.groups) - {ROOT})
+    assert len(calls) >= 4, calls  # the stem, two residual blocks, a block's skip, the head
+    nodes = report.graph.nodes
+    (cat,) = [n for n in nodes if n.op_type == "Concat"]
+    texts = [f"{n.name} {n.op_type} {n.source.location}" for n in nodes]
+    canvas = bench.locator(".ncet-graph-canvas")
+    with recorded(bench, lab, "workbench-failure-graph-calls"):
+        show_tab(bench, "Graph")
+        bench.locator(".ncet-graph-canvas .ncet-graph-fit").click()
+        tops = canvas.evaluate(CLUSTER_TOPS)
+        assert [c for c, _ in tops] == calls, "a cluster per call, in the order of the calls"
+        ys = [y for _, y in tops]
+        assert ys == sorted(ys), f"clusters not top to bottom in call order: {tops}"
+        ARTIFACTS.mkdir(exist_ok=True)
+        bench.mouse.move(0, 0)
+        holder = bench.locator(".ncet-graph-canvas .ncet-graph-holder")
+        holder.evaluate("h => { h.style.height = '1500px'; }")  # the whole graph, legible
+        bench.set_viewport_size({"width": VIEWPORT["width"], "height": 1900})
+        bench.locator(".ncet-graph-canvas .ncet-graph-fit").click()
+        bench.locator(".ncet-graph-view").screenshot(path=str(CALLS_SCREENSHOT))
+        print(f"screenshot: {CALLS_SCREENSHOT}")
+        holder.evaluate("h => { h.style.height = ''; }")
+        bench.set_viewport_size(VIEWPORT)
+        bench.locator(".ncet-graph-canvas .ncet-graph-fit").click()
+
+        search = bench.locator(".ncet-graph-view .ncet-graph-search input")
+        found = bench.locator(".ncet-graph-view .ncet-graph-found")
+        selected = bench.locator(f"{GRAPH_NODES}.ncet-selected")
+        search.fill("concat")  # an op_type, one node
+        search.press("Enter")
+        expect(found).to_contain_text(f"1 of 1: {cat.name}", timeout=CHANGE_MS)
+        expect(selected).to_have_attribute("id", f"n:{cat.name}", timeout=CHANGE_MS)
+        line = [n.name for n, text in zip(nodes, texts) if cat.source.location in text]
+        assert len(line) > 1, line  # the line holds a few nodes: "next" steps through them
+        search.fill(cat.source.location)
+        search.press("Enter")
+        expect(found).to_contain_text(f"1 of {len(line)}: {line[0]}", timeout=CHANGE_MS)
+        expect(selected).to_have_attribute("id", f"n:{line[0]}", timeout=CHANGE_MS)
+        bench.locator(".ncet-graph-view .ncet-graph-next").click()
+        expect(found).to_contain_text(f"2 of {len(line)}: {line[1]}", timeout=CHANGE_MS)
+        expect(selected).to_have_attribute("id", f"n:{line[1]}", timeout=CHANGE_MS)
+        expect(selected).to_have_count(1)
+    assert CALLS_SCREENSHOT.stat().st_size > 10_000
 
 
 def test_the_csv_link_downloads_the_rows_of_the_table(bench, lab, report, tmp_path):

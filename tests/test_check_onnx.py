@@ -400,3 +400,17 @@ def test_a_fixed_batch_that_is_no_batch_size_is_refused(batch):
     with pytest.raises(ValueError, match="positive int"):
         check_runtime(ir, lambda chunk: {}, torch.randn(4, 2, 4, 4), runtime="a runtime",
                       batch=batch)
+
+
+def _two_class():
+    model = _seeded(lambda: nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)))
+    return model, ncet.convert(model, (4,))
+
+
+def test_a_two_class_verifier_export_is_checked_one_sample_per_run():
+    # a fixed batch of 1: one run per sample, so a 2-element output's ratio sample is
+    # thinned over more than 64 chunks (its stride once overflowed there)
+    model, ir = _two_class()
+    report = ncet.check_onnx(ir, ncet.to_onnx(ir, profile="verifier"), samples_per_scale=25)
+    assert report.samples > 64 and report.ok, report.summary()
+    assert ncet.check_exactness(model, ir, chunk_size=1, samples_per_scale=25).ok

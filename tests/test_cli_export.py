@@ -238,13 +238,17 @@ def test_a_rejected_model_writes_nothing(tmp_path, capsys):
     (("--profile", "nope"), "--profile 'nope' is not an export profile: choose one of"),
     (("--batch", "0"), "'0' is not a batch size"),
     (("--batch", "two"), "'two' is not a batch size"),
+    (("--batch", "-1"), "'-1' is not a batch size"),
+    (("--batch", str(2**64)), f"'{2**64}' is not a batch size"),
+    (("--batch", "1000", "--check"), "give --samples 1000, or a smaller --batch"),
     (("--opset", "5"), "opset must be an int from 18"),
     (("--opset", "x"), "'x' is not an opset"),
     (("--lint", "nosuch"), "--lint 'nosuch' is not a tool NCET lints for"),
     (("--lint", "eran,marabou"), "repeat --lint for several tools"),
     (("-o", "/nonexistent/folder/m.onnx"), "cannot write '/nonexistent/folder/m.onnx'"),
     ((), "the following arguments are required: -o/--output"),
-], ids=["profile", "batch-0", "batch-word", "opset-range", "opset-word", "lint-tool",
+], ids=["profile", "batch-0", "batch-word", "batch-negative", "batch-huge",
+        "batch-too-large-to-round-to", "opset-range", "opset-word", "lint-tool",
         "lint-commas", "unwritable", "no-output"])
 def test_usage_errors_exit_2_and_say_what_to_type(tmp_path, capsys, args, expected):
     output = () if "-o" in args or not args else ("-o", str(tmp_path / "m.onnx"))
@@ -316,6 +320,25 @@ def test_check_certifies_a_bundled_example(tmp_path, capsys):
     check = doc["onnx_exactness"]
     assert check["ok"] is True and check["first_violation"] is None and check["samples"] == 6
     assert check["nodes"] and set(check["nodes"][0]) >= {"node", "op_type", "local", "end_to_end"}
+
+
+@pytest.mark.parametrize("command", ["export", "report"])
+def test_check_with_a_fixed_batch_rounds_the_samples_up_to_whole_batches(tmp_path, capsys,
+                                                                         command):
+    """Issue 30: `ncet export mlp --batch 5 --check` printed a traceback (96 samples do not
+    split into batches of 5)."""
+    output = tmp_path / ("m.onnx" if command == "export" else "r.html")
+    export = () if command == "export" else ("--export",)
+    status, out, err = call(capsys, command, "mlp", "-o", str(output), *export, "--batch", "5",
+                            "--check", "--samples", "2", "-q", "--json")
+    doc = json.loads(out)
+    assert status == 0 and doc["ok"] is True, err
+    assert doc["onnx_exactness"]["samples"] == 15 and 15 % 5 == 0
+    assert err == "ncet: --samples 2 rounded up to 5, so that the check's 3 x 5 samples split " \
+                  "into the file's batches of 5\n"
+    status, out, err = call(capsys, command, "mlp", "-o", str(output), *export, "--batch", "3",
+                            "--check", "--samples", "2", "-q", "--json")
+    assert status == 0 and json.loads(out)["onnx_exactness"]["samples"] == 6 and err == ""
 
 
 def test_quiet_check_prints_nothing_on_stderr(tmp_path, capsys):

@@ -6,13 +6,14 @@ import base64
 import dataclasses
 import json
 import re
+import struct
 
 import pytest
 import torch
 from torch import nn
 
 import ncet
-from ncet.differences import Comparison, compare, match
+from ncet.differences import Comparison, compare, match, same_value
 from ncet.examples import load_example
 from ncet.ir import GraphIR, IRNode, Source
 from tests.test_cli import call  # the command run in this process
@@ -321,3 +322,71 @@ def test_frame_and_figure_downloads():
     assert png.startswith(b"\x89PNG\r\n\x1a\n")
     assert 'download="plot.svg"' in box.children[0].value
     assert svg == _data(figure_downloads(figure, "plot").children[0].value)
+
+
+class Scaled(nn.Module):
+    def __init__(self, k: float):
+        super().__init__()
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(0)
+            self.l = nn.Linear(4, 4)
+        self.k = k
+
+    def forward(self, x):
+        return self.l(x) * self.k
+
+
+def test_a_scalar_zero_of_the_other_sign_is_a_change():
+    a, b = ncet.convert(Scaled(0.0), (4,)), ncet.convert(Scaled(-0.0), (4,))
+    c = compare(a, b)
+    assert not c.same
+    (change,) = c.changed
+    assert change.op_type == "ElementwiseAffine" and [f[0] for f in change.fields] == ["scalar"]
+    assert compare(a, ncet.convert(Scaled(0.0), (4,))).same
+
+
+NAN = float("nan")
+OTHER_NAN = struct.unpack("<d", struct.pack("<Q", 0x7FF8000000000123))[0]
+
+ATTRIBUTE_PAIRS = [  # (a, b, the same?)
+    (0.0, -0.0, False),
+    (-0.0, -0.0, True),
+    (NAN, NAN, True),  # the same NaN: no change
+    (NAN, OTHER_NAN, False),  # another payload
+    (1.0, 1, False),  # a float and an int
+    (1, True, False),
+    ([0.0, 1.0], [-0.0, 1.0], False),  # inside a list
+    ((0.0, 1.0), [0.0, 1.0], True),  # a tuple and a list alike
+    ([[1.0, -0.0]], [[1.0, 0.0]], False),  # nested
+    ([[NAN]], ([NAN],), True),
+    ({"k": [0.0]}, {"k": [-0.0]}, False),
+    ({"k": 1.0}, {"k": 1.0}, True),
+    ([1, 2], [1, 2, 3], False),
+]
+
+
+@pytest.mark.parametrize(("x", "y", "same"), ATTRIBUTE_PAIRS,
+                         ids=[f"{x!r}-{y!r}" for x, y, _ in ATTRIBUTE_PAIRS])
+def test_attribute_values_are_compared_by_their_bits(x, y, same):
+    assert same_value(x, y) is same and same_value(y, x) is same
+
+
+def test_a_float_attribute_compared_by_its_bits_in_a_graph():
+    a = ncet.convert(Scaled(2.0), (4,))
+    name = next(n.name for n in a.nodes if n.op_type == "ElementwiseAffine")
+    for value, other in ((0.0, -0.0), (NAN, OTHER_NAN), (2.0, 2)):
+        x, y = with_node(a, name, scalar=value), with_node(a, name, scalar=other)
+        assert not compare(x, y).same
+        assert compare(x, with_node(a, name, scalar=value)).same
+
+
+def test_ir_nodes_are_equal_only_with_bit_identical_attributes():
+    a = ncet.convert(Scaled(0.0), (4,))
+    node = next(n for n in a.nodes if n.op_type == "ElementwiseAffine")
+    assert node == dataclasses.replace(node, attrs=dict(node.attrs))
+    assert node == dataclasses.replace(node, source=Source("other", "", ""))  # provenance aside
+    for other in (-0.0, 0, NAN):
+        assert node != dataclasses.replace(node, attrs={**node.attrs, "scalar": other})
+    nan = dataclasses.replace(node, attrs={**node.attrs, "scalar": NAN})
+    assert nan == dataclasses.replace(node, attrs={**node.attrs, "scalar": NAN})
+    assert nan != dataclasses.replace(node, attrs={**node.attrs, "scalar": OTHER_NAN})

@@ -140,3 +140,43 @@ def test_check_stats_against_a_written_out_comparison():
     assert stats.error_at_worst == float(error.reshape(-1)[worst])
     assert stats.elements == 30
     assert stats.median_ratio == float(ratio.reshape(-1).median())
+
+
+_CHUNK_COUNTS = (1, 2, 3, 63, 64, 65, 129, 200)
+_NODE_SIZES = (1, 2, 3, 4, 7, 256, 300, 1000)
+
+
+@pytest.mark.parametrize("size", _NODE_SIZES)
+@pytest.mark.parametrize("chunks", _CHUNK_COUNTS)
+def test_ratio_sample_is_a_bounded_thinning_of_every_chunks_ratios(chunks, size):
+    # every ratio is its element's position in the whole run (+1, so none is exact)
+    stats = CheckStats()
+    stream = []
+    for chunk in range(chunks):
+        ratios = torch.arange(chunk * size, (chunk + 1) * size, dtype=torch.float64) + 1
+        stats.update(ratios.clone(), torch.zeros(size, dtype=torch.float64), 1.0,
+                     torch.float64)
+        stream.append(ratios[::max(1, size // 256)])  # what update promises to sample
+    stream = torch.cat(stream)
+    sample = stats.ratios
+    kept = sample.kept()
+    capacity = max(2, stream.shape[0] // chunks)  # the first chunk's sample, at least 2
+    assert sample.values.numel() == capacity and kept.numel() <= capacity
+    # the stream's every thin-th ratio from the first, none left out, with the smallest
+    # power-of-two stride that fits the buffer (the stride doubles only when it must)
+    thin = 1
+    while -(-stream.shape[0] // thin) > capacity:
+        thin *= 2
+    assert torch.equal(kept, stream[::thin])
+    assert kept.numel() >= min(stream.shape[0], (capacity + 1) // 2)  # never under half
+    assert stats.elements == chunks * size
+
+
+@pytest.mark.parametrize("chunks", (1, 2, 63, 64, 65, 200))
+def test_ratio_sample_of_a_two_element_node_survives_many_chunks(chunks):
+    sample = RatioSample()
+    for chunk in range(chunks):
+        sample.add(torch.tensor([2.0 * chunk, 2.0 * chunk + 1], dtype=torch.float64))
+    kept = sample.kept()
+    assert 1 <= kept.numel() <= 2 and kept[0] == 0.0
+    assert all(float(v).is_integer() and 0 <= v < 2 * chunks for v in kept)

@@ -255,3 +255,12 @@ def test_the_file_byte_order_is_little_endian():
 
     assert constant_bytes("c", torch.tensor([1.5]))[1].tobytes() == bytes([0, 0, 0xC0, 0x3F])
     assert constant_bytes("c", torch.tensor([258], dtype=torch.int16))[1].tobytes() == b"\x02\x01"
+
+
+def test_a_float_attributes_sign_of_zero_changes_the_hash():
+    ir = all_ops_ir()
+    zero = with_node(ir, "leakyrelu", attrs={"negative_slope": 0.0})
+    negative = with_node(ir, "leakyrelu", attrs={"negative_slope": -0.0})
+    assert hash_graphir(zero) != hash_graphir(negative)
+    assert hash_graphir(zero) == hash_graphir(with_node(ir, "leakyrelu",
+                                                        attrs={"negative_slope": 0.0}))

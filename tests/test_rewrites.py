@@ -422,7 +422,7 @@ HINTS = [
     # model, per-sample shape, code, what the hint must say
     (IsinstanceBranch(), (4,), "not-a-tensor-method", "isinstance(x, torch.Tensor)"),
     (nn.Sequential(nn.Linear(4, 4), nn.ReLU6()), (4,), "unsupported-module",
-     "but not among NCET's canonical operators, and no rewrite maps it"),
+     "write F.relu(x) - F.relu(x - 6.0)"),
     (nn.Sequential(nn.Linear(4, 4), nn.Sigmoid()), (4,), "unsupported-module",
      "not piecewise-linear (nn.Sigmoid)"),
     (nn.Sequential(nn.ZeroPad2d(1), nn.Conv2d(1, 1, 3)), (1, 4, 4), "unsupported-module",

@@ -1,4 +1,4 @@
-"""The GraphIR's nodes grouped by module path into a tree of collapsible groups, and the graph
+"""The GraphIR's nodes grouped by module call into a tree of collapsible groups, and the graph
 that is drawn for a set of expanded groups (a collapsed group is one box)."""
 
 from __future__ import annotations
@@ -20,12 +20,15 @@ ROOT = ""
 
 @dataclass
 class Group:
-    """One module path (or a block of a long module's items): its direct nodes and subgroups.
+    """One call of a module (or a block of a long call's items): its direct nodes and
+    subgroups.
 
     Attributes:
-        id: The module path ("" for the model), or `path[first..last]` for a block.
-        label: What its cluster or box is titled with.
+        id: The module path for its first call ("" for the model), `path@k` for its k-th
+            call, or `path[first..last]` for a block.
+        label: What its cluster or box is titled with (`path (call k)` from the second).
         module: The module path (a block's is its module's).
+        call: Which call of the module it is (1 for the first).
         items: Node names (str) and subgroup ids, in the order they first appear.
         parent: The enclosing group's id (None for the root).
         size: Nodes inside, at any depth.
@@ -37,6 +40,7 @@ class Group:
     parent: str | None
     items: list[str] = field(default_factory=list)
     module: str = ""
+    call: int = 1
     size: int = 0
     ops: dict[str, int] = field(default_factory=dict)
 
@@ -54,11 +58,15 @@ class Visible:
 
 
 class Groups:
-    """The module-path tree of one GraphIR.
+    """The tree of module calls of one GraphIR.
 
-    A node's group is its `source.module_path`; a module that holds one node and no
-    submodule is no group of its own (its node sits in the parent); a group that would show
-    more than `fanout` items has them split into consecutive blocks.
+    A node's group is the call of its `source.module_path` it ran in: the graph's nodes come
+    in the order they ran, so a call is a run of consecutive nodes of that module (and its
+    submodules), and each FX node of a leaf module (`call_module`) is a call of its own. A
+    module called twice (a shared `self.relu`) is two groups, `path` and `path@2`, each
+    where its call ran. A call that holds one item only is no group of its own (its item
+    sits in the parent); a group that would show more than `fanout` items has them split
+    into consecutive blocks.
 
     Attributes:
         ir: The GraphIR grouped.
@@ -71,29 +79,42 @@ class Groups:
             raise ValueError(f"fanout must be at least 2, got {fanout}")
         self.ir = ir
         self.fanout = fanout
-        paths: dict[str, list[str]] = {}
-        for node in ir.nodes:
-            paths.setdefault(node.source.module_path, []).append(node.name)
-        # Every ancestor path is a group; a leaf module with a single node is dissolved.
-        children: dict[str, set[str]] = {}
-        for path in paths:
-            parts = path.split(".") if path else []
-            for depth in range(len(parts)):
-                children.setdefault(".".join(parts[:depth]), set()).add(
-                    ".".join(parts[:depth + 1]))
-        kept = {ROOT} | {p for p in set(paths) | set(children)
-                         if p and (len(paths.get(p, ())) > 1 or p in children)}
-        self.groups: dict[str, Group] = {}
+        self._place = {n.name: k for k, n in enumerate(ir.nodes)}  # graph order
+        self.groups: dict[str, Group] = {ROOT: Group(ROOT, "model", None)}
         self.owner: dict[str, str] = {}
-        for path in sorted(kept, key=lambda p: (p.count("."), p) if p else (-1, "")):
-            self.groups[path] = Group(path, path or "model", None if path == ROOT else
-                                      _parent(path, kept), module=path)
-        for node in ir.nodes:  # items in the order they first appear in the graph
-            group = _innermost(node.source.module_path, kept)
+        calls: dict[str, int] = {}  # module path -> calls so far
+        stack: list[str] = []  # the calls open at this node, outermost first
+        last_fx: dict[str, str] = {}  # call id -> the FX node of its last IR node
+        for node in ir.nodes:  # in graph order: the order the calls ran
+            path = node.source.module_path
+            parts = path.split(".") if path else []
+            chain = [".".join(parts[:d + 1]) for d in range(len(parts))]
+            keep = 0
+            while (keep < len(stack) and keep < len(chain)
+                   and self.groups[stack[keep]].module == chain[keep]):
+                keep += 1
+            # a leaf module's FX node is one whole call: the next one is another call
+            if (keep == len(chain) == len(stack) and chain and node.source.fx_op ==
+                    "call_module" and last_fx[stack[-1]] != node.source.fx_name):
+                keep -= 1
+            del stack[keep:]
+            for module in chain[keep:]:
+                calls[module] = calls.get(module, 0) + 1
+                call = f"\0{len(self.groups)}"  # no node's name: renamed below
+                label = module if calls[module] == 1 else f"{module} (call {calls[module]})"
+                self.groups[call] = Group(call, label, stack[-1] if stack else ROOT,
+                                          module=module, call=calls[module])
+                stack.append(call)
+            group = stack[-1] if stack else ROOT
+            for call in stack:
+                last_fx[call] = node.source.fx_name
             self.owner[node.name] = group
             self._add_item(group, node.name)
             self._count(group, node.op_type)
+        self._parents = {g.id: g.parent for g in self.groups.values()}
         self._dissolve_single_items()
+        del self._parents
+        self._name_calls()
         for group in list(self.groups.values()):
             if len(group.items) > fanout:
                 group.items = self._blocks(group, group.items)
@@ -106,18 +127,41 @@ class Groups:
         target.items.append(item)
 
     def _dissolve_single_items(self) -> None:
-        """A group holding one item only is no group: its item takes its place."""
-        for group in sorted(self.groups.values(), key=lambda g: -g.id.count(".")):
-            if group.parent is None or len(group.items) != 1:
-                continue
-            (item,) = group.items
-            parent = self.groups[group.parent]
-            parent.items[parent.items.index(group.id)] = item
-            if item in self.groups:
-                self.groups[item].parent = parent.id
-            else:
-                self.owner[item] = parent.id
-            del self.groups[group.id]
+        """A group holding one item only is no group: its item takes its place (one pass
+        over every group's items, innermost groups first)."""
+        replaced: dict[str, str] = {}  # dissolved group -> the item in its place
+        # innermost first: a call's module path is longer than its enclosing call's
+        for group in sorted(self.groups.values(), key=lambda g: -len(g.module.split("."))
+                            if g.module else 0):
+            group.items = [replaced.get(item, item) for item in group.items]
+            if group.parent is not None and len(group.items) == 1:
+                replaced[group.id] = group.items[0]
+        for gone in replaced:
+            del self.groups[gone]
+
+        def kept(group: str) -> str:
+            while group not in self.groups:
+                group = self._parents[group]
+            return group
+
+        for group in self.groups.values():
+            if group.parent is not None:
+                group.parent = kept(group.parent)
+        self.owner = {name: kept(group) for name, group in self.owner.items()}
+
+    def _name_calls(self) -> None:
+        """The groups left get their ids: `path` for a module's first call, `path@k` for its
+        k-th."""
+        ids = {g.id: g.module if g.call == 1 else f"{g.module}@{g.call}"
+               for g in self.groups.values()}
+        groups = {}
+        for group in self.groups.values():
+            group.id = ids[group.id]
+            group.parent = None if group.parent is None else ids[group.parent]
+            group.items = [ids.get(item, item) for item in group.items]
+            groups[group.id] = group
+        self.groups = groups
+        self.owner = {name: ids[group] for name, group in self.owner.items()}
 
     def _count(self, group: str | None, op: str) -> None:
         while group is not None:
@@ -168,6 +212,12 @@ class Groups:
             group = self.groups[group].parent
         return chain
 
+    def in_call_order(self, ids) -> list[str]:
+        """Group ids sorted by when their call ran (their first node's place in the graph);
+        an enclosing group before the groups inside it."""
+        return sorted(ids, key=lambda g: (self._place[_first_node(self, g)],
+                                          len(self.ancestors(g)) if g in self.groups else 0))
+
     def default_expanded(self, budget: int = BUDGET) -> set[str]:
         """Groups expanded breadth first from the root while the boxes shown stay within
         `budget` (a graph of up to `budget` nodes is shown whole)."""
@@ -211,16 +261,6 @@ class Groups:
                     edges[key] = edges.get(key, 0) + 1
         return Visible(tuple(clusters), tuple(boxes), tuple(nodes),
                        tuple((a, b, n) for (a, b), n in edges.items()))
-
-
-def _parent(path: str, kept: set[str]) -> str:
-    return _innermost(path.rpartition(".")[0] if "." in path else ROOT, kept)
-
-
-def _innermost(path: str, kept: set[str]) -> str:
-    while path and path not in kept:
-        path = path.rpartition(".")[0]
-    return path
 
 
 def _first_node(groups: Groups, item: str) -> str:

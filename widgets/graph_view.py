@@ -1,5 +1,6 @@
-"""GraphView: the GraphIR laid out by Graphviz with a cluster per module group, shown in a
-pan-and-zoom canvas (an anywidget) where a click selects a node or opens and closes a group."""
+"""GraphView: the GraphIR laid out in pure Python with a cluster per module call, shown in a
+pan-and-zoom canvas (an anywidget) where a click selects a node or opens and closes a group,
+and a search box finds a node by name, op_type or source line."""
 
 from __future__ import annotations
 
@@ -10,12 +11,11 @@ import ipywidgets as W
 import traitlets
 
 import ncet
-from ncet.render import escape, figure_svg
+from ncet.render import escape
 
 from .display import StaticFallback
-from .graph import graph_figure
-from .graph_dot import INSTALL_HINT, dot_available, dot_svg, node_facts, to_dot
 from .graph_groups import BUDGET, ROOT, Groups
+from .graph_svg import node_facts, to_svg
 
 STATIC_BUDGET = 120
 """Most boxes the graph's display embeds in a notebook as its static form (an SVG of 400
@@ -35,8 +35,10 @@ CANVAS_CSS = """
 .ncet-graph-holder g.node { cursor: pointer; }
 .ncet-graph-holder g.edge { pointer-events: none; }
 .ncet-graph-holder g.cluster text { cursor: pointer; fill: var(--jp-ui-font-color2, #475569); }
-.ncet-graph-holder g.node.ncet-selected path, .ncet-graph-holder g.node.ncet-selected polygon
-  { stroke: #f59e0b; stroke-width: 4px; }
+.ncet-graph-holder g.cluster rect { stroke: var(--jp-ui-font-color3, #94a3b8); }
+.ncet-graph-holder g.edge path { stroke: var(--jp-ui-font-color2, #64748b); }
+.ncet-graph-holder marker path { fill: var(--jp-ui-font-color2, #64748b); }
+.ncet-graph-holder g.node.ncet-selected rect { stroke: #f59e0b; stroke-width: 4px; }
 """
 
 
@@ -45,7 +47,8 @@ class GraphCanvas(anywidget.AnyWidget):
     sets `selected`, one on a group sends {"event": "toggle", "group": id} to the kernel.
 
     Attributes:
-        svg: The drawing (Graphviz SVG: node `<g id="n:NAME">`, group `<g id="g:ID">`).
+        svg: The drawing (`graph_svg.to_svg`: node `<g id="n:NAME">`, group
+            `<g id="g:ID">`).
         selected: The IR node name marked (None for none).
         focus: The element id the next drawing is centred on ("" to fit the graph).
     """
@@ -58,9 +61,11 @@ class GraphCanvas(anywidget.AnyWidget):
 
 
 class GraphView(StaticFallback, W.VBox):
-    """The IR as a DAG laid out by Graphviz: module groups as clusters that open and close,
-    op_type colours, each node's shape, constant shapes and key attributes on its box (all
-    attributes in its tooltip); pan by dragging, zoom with the wheel or the buttons.
+    """The IR as a layered DAG: module calls as clusters that open and close (a module
+    called twice is two clusters, each where its call ran), op_type colours, each node's
+    shape, constant shapes and key attributes on its box (all attributes in its tooltip);
+    pan by dragging, zoom with the wheel or the buttons; the search box selects a node by
+    name, op_type or source line.
 
     A graph of up to `budget` nodes is shown whole; a larger one opens its groups breadth
     first while they fit (a long `nn.Sequential` is split into blocks of blocks), and
@@ -68,11 +73,14 @@ class GraphView(StaticFallback, W.VBox):
 
     Attributes:
         ir: The GraphIR drawn.
-        groups: Its module-path tree (`graph_groups.Groups`).
+        groups: Its tree of module calls (`graph_groups.Groups`).
         expanded: The ids of the open groups.
         selected: The IR node name selected (None for none): set by a click and `select`.
-        canvas: The GraphCanvas (an HTML message instead when Graphviz is missing).
+        canvas: The GraphCanvas.
         info: HTML: how many nodes and groups are shown.
+        search_box: The search Text; Enter selects the first node matching it.
+        next_match: The button selecting the next match.
+        found: HTML: which match is selected, of how many ("no node matches 'xyz'").
 
     Example:
         >>> view = GraphView(ncet.convert(model, (3, 32, 32)))
@@ -101,24 +109,32 @@ class GraphView(StaticFallback, W.VBox):
         self.close_all.add_class("ncet-graph-close-all")
         self.open_all.on_click(lambda _: self._set_expanded(set(self.groups.groups)))
         self.close_all.on_click(lambda _: self._set_expanded({ROOT}))
-        if dot_available():
-            self.canvas = GraphCanvas()
-            self.canvas.on_msg(self._on_message)
-            traitlets.link((self, "selected"), (self.canvas, "selected"))
-        else:
-            self.canvas = W.HTML(f"<p>{escape(INSTALL_HINT)}.</p>" + _figure_html(ir))
+        self.canvas = GraphCanvas()
+        self.canvas.on_msg(self._on_message)
+        traitlets.link((self, "selected"), (self.canvas, "selected"))
         self.canvas.add_class("ncet-graph-figure")
+        self._haystack = [f"{n.name}\n{n.op_type}\n{n.source.location}".lower()
+                          for n in ir.nodes]
+        self._matches: tuple[str, list[str]] = ("", [])
+        self.search_box = W.Text(placeholder="find: name, op_type or file:line",
+                                 continuous_update=False, layout=W.Layout(width="260px"))
+        self.search_box.add_class("ncet-graph-search")
+        self.search_box.observe(lambda change: self.find(change["new"]), "value")
+        self.next_match = W.Button(description="next", tooltip="select the next match",
+                                   layout=W.Layout(width="auto", flex="0 0 auto"))
+        self.next_match.add_class("ncet-graph-next")
+        self.next_match.on_click(lambda _: self.find(self.search_box.value))
+        self.found = W.HTML()
+        self.found.add_class("ncet-graph-found")
         self.svg_button = W.Button(description="SVG of this view", icon="download",
                                    layout=W.Layout(width="auto", flex="0 0 auto"))
         self.svg_button.add_class("ncet-graph-svg")
         self.svg_link = W.HBox()  # the download link, made on a click (the SVG is large)
         self.svg_button.on_click(lambda _: self._offer_svg())
-        if not dot_available():
-            self.svg_button.layout.display = "none"
-        tools = W.HBox([self.close_all, self.open_all, self.svg_button, self.svg_link,
-                        self.info],
+        tools = W.HBox([self.search_box, self.next_match, self.found, self.close_all, self.open_all,
+                        self.svg_button, self.svg_link],
                        layout=W.Layout(flex_flow="row wrap", align_items="center"))
-        super().__init__([tools, self.canvas])
+        super().__init__([tools, self.info, self.canvas])
         self.add_class("ncet-graph-view")
         self._draw()
 
@@ -164,9 +180,35 @@ class GraphView(StaticFallback, W.VBox):
         else:
             self._set_expanded(self.expanded | {group}, focus="g:" + group)
 
-    def dot(self) -> str:
-        """The DOT text of what the view shows."""
-        return to_dot(self.groups, self.expanded)
+    def search(self, query: str) -> list[str]:
+        """The names of the nodes whose name, op_type or source line (`file.py:71`) holds
+        `query` (case ignored), in graph order; none for a blank query."""
+        needle = query.strip().lower()
+        if not needle:
+            return []
+        names = self.ir.nodes
+        return [names[k].name for k, text in enumerate(self._haystack) if needle in text]
+
+    def find(self, query: str) -> str | None:
+        """Select (and centre on) the next node matching `query` (see `search`): the first
+        for a new query, the one after the selected match when the same query is asked
+        again. Returns its name, or None when nothing matches."""
+        if query != self._matches[0]:
+            self._matches = (query, self.search(query))
+        matches = self._matches[1]
+        if not matches:
+            self.found.value = (f'<span class="ncet-empty">no node matches '
+                                f"'{escape(query.strip())}'</span>" if query.strip() else "")
+            return None
+        at = matches.index(self.selected) + 1 if self.selected in matches else 0
+        name = matches[at % len(matches)]
+        self.select(name)
+        self.found.value = f"{at % len(matches) + 1} of {len(matches)}: {escape(name)}"
+        return name
+
+    def svg(self) -> str:
+        """The drawing of what the view shows."""
+        return to_svg(self.groups, self.expanded)
 
     def to_html(self) -> str:
         """The static form: the drawing of what the view shows, as inline SVG."""
@@ -194,42 +236,31 @@ class GraphView(StaticFallback, W.VBox):
         """A download link for the drawing as it is now (its open and closed groups)."""
         from .downloads import download_link
 
-        if isinstance(self.canvas, GraphCanvas):  # without Graphviz the button is hidden
-            self.svg_link.children = [download_link(self.canvas.svg, "graph.svg",
-                                                    "image/svg+xml")]
+        self.svg_link.children = [download_link(self.canvas.svg, "graph.svg", "image/svg+xml")]
 
     def _draw(self, focus: str = "") -> None:
         self.svg_link.children = ()
         shown = self.groups.visible(self.expanded)
         closed = len(shown.boxes)
         self.info.value = (f"{len(self.ir.nodes)} nodes in {len(self.groups.groups) - 1} "
-                           f"module groups; showing {len(shown.nodes)} nodes"
+                           f"module calls; showing {len(shown.nodes)} nodes"
                            + (f" and {closed} closed groups" if closed else "")
                            + ". Drag to pan, wheel to zoom; click a node to select it, a "
                            "closed group to open it, an open group's title to close it.")
-        if isinstance(self.canvas, GraphCanvas):
-            with self.canvas.hold_sync():
-                self.canvas.focus = focus
-                self.canvas.svg = dot_svg(self.dot())
+        with self.canvas.hold_sync():
+            self.canvas.focus = focus
+            self.canvas.svg = self.svg()
 
 
 def graph_view_html(ir: ncet.GraphIR, expanded: set[str] | None = None,
                     groups: Groups | None = None) -> str:
-    """The graph view's static form: the Graphviz drawing with the groups in `expanded`
-    open (default: as a new GraphView opens them, within `STATIC_BUDGET` boxes), as inline
-    SVG in a scrolling box; the same text for the same graph. Without Graphviz, the
-    matplotlib drawing of the first 100 nodes and a note saying how to install it."""
-    if not dot_available():
-        return (f'<div class="ncet-static ncet-graph"><p>{escape(INSTALL_HINT)}.</p>'
-                f"{_figure_html(ir)}</div>")
+    """The graph view's static form: the drawing with the groups in `expanded` open
+    (default: as a new GraphView opens them, within `STATIC_BUDGET` boxes), as inline SVG in
+    a scrolling box; the same text for the same graph on every machine."""
     groups = groups or Groups(ir)
     expanded = groups.default_expanded(STATIC_BUDGET) if expanded is None else expanded
     shown = groups.visible(expanded | {ROOT})
-    note = (f"<p>{len(ir.nodes)} nodes; {len(shown.boxes)} module groups shown closed.</p>"
+    note = (f"<p>{len(ir.nodes)} nodes; {len(shown.boxes)} module calls shown closed.</p>"
             if shown.boxes else "")
     return (f'<div class="ncet-static ncet-graph" style="max-height:640px;overflow:auto">'
-            f"{note}{dot_svg(to_dot(groups, expanded | {ROOT}))}</div>")
-
-
-def _figure_html(ir: ncet.GraphIR) -> str:
-    return figure_svg(graph_figure(ir), "ncet-graph")
+            f"{note}{to_svg(groups, expanded | {ROOT})}</div>")

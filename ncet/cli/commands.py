@@ -38,6 +38,7 @@ from .records import (
     graph_record,
 )
 from .targets import Target, TargetError, load_target
+from .terminal import shown_graphs
 
 OK, FAILED = 0, 1
 """Exit statuses; argparse and UsageError give 2."""
@@ -73,7 +74,7 @@ def run_demo(args: argparse.Namespace) -> int:
 def run_inspect(args: argparse.Namespace) -> int:
     """`ncet inspect TARGET`: the mapping table, every problem, a one-line verdict."""
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
+    report = diagnose(target.model, *target.input_shapes, **_options(args))
     if args.json:
         _print_json("inspect", **_about(target, args), ok=report.ok,
                     conversion=conversion_record(report))
@@ -85,7 +86,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 def run_check(args: argparse.Namespace) -> int:
     """`ncet check TARGET`: convert, then check_exactness with a progress bar."""
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
+    report = diagnose(target.model, *target.input_shapes, **_options(args))
     exactness = _check(args, target, report) if report.ok else None
     ok = exactness is not None and exactness.ok
     if args.json:
@@ -106,7 +107,7 @@ def run_check(args: argparse.Namespace) -> int:
 def run_convert(args: argparse.Namespace) -> int:
     """`ncet convert TARGET -o FILE`: save the GraphIR, or list every problem."""
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
+    report = diagnose(target.model, *target.input_shapes, **_options(args))
     written = None
     if report.ok:
         try:
@@ -134,7 +135,7 @@ def run_export(args: argparse.Namespace) -> int:
     asked; a refusal writes nothing, lint findings and a failed check keep the file."""
     _check_export_options(args)
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
+    report = diagnose(target.model, *target.input_shapes, **_options(args))
     facts = _export(args, report.graph, args.output) if report.ok else None
     ok = facts is not None and facts.ok
     if args.json:
@@ -188,7 +189,7 @@ def run_show(args: argparse.Namespace) -> int:
     if args.json:
         _print_json("show", path=args.file, ok=True, error=None, graph=graph_record(ir))
     else:
-        print(repr(ir))
+        print(repr(shown_graphs(ir)[0]))  # a name's line breaks escaped
     return OK
 
 
@@ -202,7 +203,7 @@ def run_report(args: argparse.Namespace) -> int:
     if args.export:
         _check_export_options(args)
     target = _load(args)
-    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
+    report = diagnose(target.model, *target.input_shapes, **_options(args))
     exactness = _check(args, target, report) if report.ok else None
     export = None
     if args.export:
@@ -291,6 +292,12 @@ def _print_problems(target: Target, report: ConversionReport) -> None:
             print(f"- {row.message}")
         print()
     print(f"{target.text}: {report.summary()}")
+
+
+def _options(args: argparse.Namespace) -> dict:
+    """The conversion options of a TARGET command (rewrite, stop_at, cut_trailing)."""
+    return {"rewrite": args.rewrite, "stop_at": args.stop_at,
+            "cut_trailing": args.cut_trailing}
 
 
 def _print_json(command: str, **fields) -> None:

@@ -13,6 +13,7 @@ from ..ir import GraphIR
 from .phrasing import INPUT_SHAPE, diagnose
 from .records import document, dumps
 from .targets import TargetError, load_target
+from .terminal import name_text, shown_graphs
 
 SAME, DIFFERENT, TROUBLE = 0, 1, 2
 """Exit statuses, as `diff` has them: 2 when A or B cannot be compared at all."""
@@ -117,6 +118,8 @@ def run_diff(args: argparse.Namespace) -> int:
         print(dumps(document("diff", a=args.a, b=args.b, ok=True, error=None,
                              same=comparison.same, comparison=comparison.to_dict())))
     else:
-        print(f"--- {args.a}\n+++ {args.b}")
-        print(comparison.summary())
+        shown = shown_graphs(a, b)  # a name's line breaks escaped
+        summary = (comparison if shown == (a, b) else compare(*shown)).summary()
+        print(f"--- {name_text(args.a)}\n+++ {name_text(args.b)}")
+        print(summary)
     return SAME if comparison.same else DIFFERENT

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import math
+import sys
 from collections import Counter
 from pathlib import Path
 
@@ -17,6 +19,10 @@ from ..ir import GraphIR
 from ..render.export_section import ExportFacts
 from .phrasing import cli_phrased
 from .progress import ProgressBar
+
+MAX_SAMPLES = 1_000_000
+"""The most --samples per scale (parser.py refuses more): more would not fit in memory for
+any but the smallest model."""
 
 DEFAULT_PROFILE = "canonical"
 """The profile when --profile is not given (ncet.to_onnx's default)."""
@@ -34,7 +40,8 @@ def check_export_options(args: argparse.Namespace) -> None:
     """Refuse a profile or lint tool that does not exist before anything is converted.
 
     Raises:
-        ExportOptionError: onnx is missing, or --profile or --lint names nothing there is.
+        ExportOptionError: onnx is missing, --profile or --lint names nothing there is, or
+            --check cannot split its samples into --batch's batches (`fitting_samples`).
     """
     try:
         from ..export import PROFILES
@@ -45,6 +52,8 @@ def check_export_options(args: argparse.Namespace) -> None:
     if profile not in PROFILES:
         raise ExportOptionError(f"--profile {profile!r} is not an export profile: choose one "
                                 f"of {', '.join(PROFILES)} (docs/export.md)")
+    if args.check:
+        fitting_samples(args.samples, args.batch)  # refused before anything is written
     if args.lint:
         tools = lint_tools()
         for tool in args.lint:
@@ -122,11 +131,46 @@ def _lint(model, tool: str):
 
 
 def _check(args: argparse.Namespace, ir: GraphIR, model) -> ExactnessReport:
-    samples = args.samples * len(DEFAULT_SCALES)
+    per_scale = fitting_samples(args.samples, _batch_axis(model))
+    if per_scale != args.samples:
+        print(f"ncet: --samples {args.samples} rounded up to {per_scale}, so that the "
+              f"check's {len(DEFAULT_SCALES)} x {per_scale} samples split into the file's "
+              f"batches of {_batch_axis(model)}", file=sys.stderr)
+    samples = per_scale * len(DEFAULT_SCALES)
     progress = False if args.quiet else ProgressBar(
         f"checking {len(model.graph.node)} ONNX nodes in onnxruntime on {samples} samples")
-    return ncet.check_onnx(ir, model, samples_per_scale=args.samples, seed=args.seed,
+    return ncet.check_onnx(ir, model, samples_per_scale=per_scale, seed=args.seed,
                            progress=progress)
+
+
+ROUND_UP_AT_MOST = 4
+"""--check rounds --samples up to fit a fixed batch by at most this factor; beyond it, the
+user is asked to pass the count (a large batch means a long check)."""
+
+
+def fitting_samples(per_scale: int, batch) -> int:
+    """The fewest samples per scale, `per_scale` or more, whose total over the check's scales
+    splits into whole batches of a file's fixed `batch` (an int; anything else: no batch).
+
+    Raises:
+        ExportOptionError: That count is more than `ROUND_UP_AT_MOST` times `per_scale` (the
+            message says which --samples to pass), or more than `MAX_SAMPLES`.
+    """
+    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+        return per_scale
+    step = batch // math.gcd(batch, len(DEFAULT_SCALES))
+    fitting = -(-per_scale // step) * step
+    if fitting > MAX_SAMPLES:
+        raise ExportOptionError(
+            f"--check on a file with a fixed batch of {batch} needs a multiple of {step} "
+            f"samples per scale ({len(DEFAULT_SCALES)} scales), more than the {MAX_SAMPLES:,} "
+            "--samples may be: give a smaller --batch, e.g. --batch 1")
+    if fitting > ROUND_UP_AT_MOST * per_scale:
+        raise ExportOptionError(
+            f"--check on a file with a fixed batch of {batch} needs a multiple of {step} "
+            f"samples per scale ({len(DEFAULT_SCALES)} scales split into whole batches): give "
+            f"--samples {fitting}, or a smaller --batch, e.g. --batch 1")
+    return fitting
 
 
 def _batch_axis(model) -> int | str | None:

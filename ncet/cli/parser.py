@@ -9,6 +9,7 @@ import textwrap
 
 from ..examples import EXAMPLES
 from . import commands, diffing
+from .exporting import MAX_SAMPLES
 from .records import ncet_version
 from .targets import FORMS_HELP
 
@@ -196,6 +197,13 @@ def _target_options() -> argparse.ArgumentParser:
         "apply the opt-in rewrite rules first: in-place forms become out-of-place where "
         "nothing reads the overwritten tensor afterwards, and x.view(x.size(0), -1) and its "
         "kin become static reshapes (docs/support-boundary.md, \"Opt-in rewrites\")"))
+    options.add_argument("--stop-at", default=None, metavar="NODE", help=(
+        "convert only up to NODE (an FX node name as the mapping table shows it, or a "
+        "module path): the GraphIR returns that node's value, the rest is reported as cut"))
+    options.add_argument("--cut-trailing", action="store_true", help=(
+        "leave out the monotone activations that end every path to the output (Sigmoid, "
+        "Tanh, Softmax, LogSoftmax), so that the GraphIR returns the logits (docs/ir.md, "
+        "\"Cutting a model short\")"))
     return options
 
 
@@ -238,8 +246,6 @@ def _check_options() -> argparse.ArgumentParser:
     return options
 
 
-MAX_SAMPLES = 1_000_000
-"""The most --samples per scale: more would not fit in memory for any but the smallest model."""
 
 MAX_SAMPLE_ELEMENTS = 2 ** 31
 """The most elements one sample of an --input-shape may have (PyTorch's int32 index limit)."""
@@ -253,9 +259,9 @@ def _limit(text: str) -> int:
 
 
 def _batch(text: str) -> int:
-    if not text.isdigit() or int(text) == 0:
+    if not text.isdigit() or int(text) == 0 or int(text) >= 2**63:
         raise argparse.ArgumentTypeError(f"{text!r} is not a batch size: give a positive "
-                                         "integer, e.g. --batch 1")
+                                         "integer below 2**63, e.g. --batch 1")
     return int(text)
 
 

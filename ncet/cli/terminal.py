@@ -2,30 +2,85 @@
 
 A GraphIR file, a model's module names or a TARGET's error message are untrusted text: a
 name holding an escape sequence could clear the screen or print a fake "all checks passed",
-and a lone surrogate (which JSON allows) cannot be encoded at all. The command's standard
-output and error go through `SafeStream`, which writes control characters (all but newline
-and tab) as `\\xNN` escapes and characters the stream cannot encode as backslash escapes.
+a name holding a line break could print a line that looks like NCET's own, and a lone
+surrogate (which JSON allows) cannot be encoded at all. The command's standard output and
+error go through `SafeStream`, which writes control characters (all but newline and tab),
+Unicode's line and paragraph separators and its bidirectional controls as `\\xNN` /
+`\\uNNNN` escapes, and characters the stream cannot encode as backslash escapes. Newline and
+tab are NCET's own layout, so the names a file holds are escaped before they are laid out:
+`name_text` for one name, `shown_graphs` for GraphIRs as `show` and `diff` print them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import re
 import sys
 from collections.abc import Iterator
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
-"""C0 and C1 control characters and DEL, except tab (\\x09) and newline (\\x0a)."""
+if TYPE_CHECKING:
+    from ..ir import GraphIR
+
+_UNICODE_CONTROLS = "\u2028\u2029\u202a-\u202e\u2066-\u2069"
+"""Line and paragraph separators, and the bidirectional embeddings, overrides and isolates
+(which reorder what a terminal shows)."""
+
+_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_UNICODE_CONTROLS}]")
+"""C0 and C1 control characters (\\r, \\x0b, \\x0c, \\x1c-\\x1e and \\x85 among them), DEL and
+`_UNICODE_CONTROLS`, except tab (\\x09) and newline (\\x0a)."""
+
+_NAME_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_UNICODE_CONTROLS}]")
+"""`_CONTROL` and tab and newline: every character that breaks or shifts a line."""
+
+
+def _escaped(match: re.Match) -> str:
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def printable(text: str, encoding: str | None = None) -> str:
     """`text` with control characters escaped and, for `encoding` (UTF-8 by default),
     unencodable characters (lone surrogates, say) written as backslash escapes."""
-    text = _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", text)
+    text = _CONTROL.sub(_escaped, text)
     encoding = encoding or "utf-8"
     return text.encode(encoding, "backslashreplace").decode(encoding)
+
+
+def name_text(name: str) -> str:
+    """A name from a file as one line: every line break, tab and control character escaped
+    (`\\x0a`, `\\u2028`, ...), so that it cannot start a line of its own."""
+    return _NAME_CONTROL.sub(_escaped, name)
+
+
+def shown_graphs(*graphs: GraphIR) -> tuple[GraphIR, ...]:
+    """The GraphIRs with every node, operand and constant name passed through `name_text`,
+    for printing (the same objects when no name needs it). One renaming serves them all, so
+    that a comparison of the copies matches what the originals match; should it merge two
+    names, each name is shown as Python's ascii() writes it instead."""
+    names = {n.name for g in graphs for n in g.nodes} | {k for g in graphs for k in g.constants}
+    if all(name_text(name) == name for name in names):
+        return graphs
+    shown = name_text
+    if len({name_text(name) for name in names}) < len(names):
+        shown = lambda name: ascii(name)[1:-1]  # noqa: E731  one-to-one
+    return tuple(_renamed(g, shown) for g in graphs)
+
+
+def _renamed(graph: GraphIR, shown) -> GraphIR:
+    from ..ir import CONSTANT_ATTRS, GraphIR
+
+    nodes = []
+    for n in graph.nodes:
+        attrs = dict(n.attrs)
+        for key in CONSTANT_ATTRS[n.op_type]:
+            if isinstance(attrs.get(key), str):
+                attrs[key] = shown(attrs[key])
+        nodes.append(dataclasses.replace(n, name=shown(n.name), attrs=attrs,
+                                         inputs=tuple(shown(i) for i in n.inputs)))
+    return GraphIR(tuple(nodes), {shown(k): v for k, v in graph.constants.items()})
 
 
 class SafeStream(io.TextIOBase):

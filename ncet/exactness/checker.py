@@ -10,6 +10,7 @@ import torch
 import torch.fx
 from torch import nn
 
+from ..frontend.cut import cut_nodes
 from ..frontend.trace import Traced
 from ..frontend.walker import Walker, call_node
 from ..ir import GraphIR, IRNode
@@ -37,14 +38,25 @@ class Checker(NodeChecks):
         self.modules = {n: traced.module(n) for n in self.nodes
                         if n.op == "call_module"}
         self.fx_by_name = {n.name: n for n in self.nodes}
+        # a GraphIR cut short (convert's stop_at / cut_trailing): the nodes it leaves out are
+        # run, so that the traced outputs are still held to the eager model's, but not checked
+        self.cut = frozenset(cut_nodes(traced.graph, set(self.ir_nodes), ir.outputs))
         missing = [n.name for n in self.nodes if n.op.startswith("call_")
-                   and n.name not in self.ir_nodes]
+                   and n.name not in self.ir_nodes and n.name not in self.cut]
         if missing:
             raise ValueError(f"the GraphIR does not match the model: no IR node for FX node(s) "
                              f"{', '.join(missing[:5])}")
-        check_inputs_and_outputs(ir, traced.graph)
-        for name, fault in structural_faults(ir, traced.graph).items():
+        returned = list(ir.outputs) if self.cut else None
+        check_inputs_and_outputs(ir, traced.graph, returned)
+        for name, fault in structural_faults(ir, traced.graph, returned).items():
             self.flag(name, fault)
+        self.kept: dict[str, tuple] = {}  # the cut outputs' values, kept to the output node
+        for name in ir.outputs if self.cut else ():
+            if name in self.stats:
+                self.stats[name].note(
+                    "output at a cut: the model goes on with " + ", ".join(sorted(self.cut))
+                    + ", which the GraphIR leaves out; compared with the model's own value "
+                    "here (its traced graph, whose outputs are the eager model's bit for bit)")
 
     # --- one chunk ------------------------------------------------------------------
     def run(self, chunk: list[torch.Tensor], start: int = 0,
@@ -68,10 +80,14 @@ class Checker(NodeChecks):
                     radius[node.name] = torch.zeros((), dtype=_F64)
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, x, x)
+                    if self.cut and node.name in self.ir.outputs:  # a cut down to an input
+                        self.kept[node.name] = (x, ref[node.name], radius[node.name])
                 elif node.op == "get_attr":
                     fx_env[node] = self.traced.attribute(str(node.target))
                 elif node.op == "output":
                     self._check_outputs(chunk, fx_env, ref, radius, start)
+                elif node.name in self.cut:  # run for the outputs' sake, not checked
+                    fx_env[node] = self._call(node, fx_env)
                 else:
                     fx_env[node] = self._call(node, fx_env)
                     ir_node = self.ir_nodes[node.name]
@@ -81,6 +97,9 @@ class Checker(NodeChecks):
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, fx_env[node],
                                                       ref.get(node.name))
+                    if self.cut and node.name in self.ir.outputs:
+                        self.kept[node.name] = (fx_env[node], ref.get(node.name),
+                                                radius.get(node.name))
                 for used in self.walker.released(node):  # walk() drops fx_env's own
                     ref.pop(used.name, None)
                     radius.pop(used.name, None)
@@ -114,6 +133,9 @@ class Checker(NodeChecks):
         finally:
             torch.set_grad_enabled(grad)  # forward() may switch it (torch.set_grad_enabled)
         eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
+        if self.cut:
+            self._check_cut_outputs(eager, fx_env, start, chunk[0].shape[0])
+            return
         eager += [None] * (len(self.ir.outputs) - len(eager))  # fewer than the trace returns
         for i, name in enumerate(self.ir.outputs):
             if name not in self.fx_by_name:  # an IR node the trace lacks: flagged at the node
@@ -143,6 +165,37 @@ class Checker(NodeChecks):
             self.outputs[i].end_to_end.update(eager[i].to(_F64), ref[name], radius[name],
                                               eager[i].dtype, scratch=self.scratch(
                                                   ref[name].shape))
+
+    def _check_cut_outputs(self, eager: list, fx_env, start: int, count: int) -> None:
+        """The outputs of a GraphIR cut short: the traced graph's own outputs must be the
+        eager model's bit for bit (else its values at the cut are not the model's), and the
+        GraphIR's outputs are held to their bound against the traced values at the cut."""
+        (output,) = [n for n in self.nodes if n.op == "output"]
+        returned: list[torch.fx.Node] = []
+        torch.fx.node.map_arg(output.args[0], returned.append)
+        same = len(eager) == len(returned) and all(
+            isinstance(e, torch.Tensor) and fx_env[n].shape == e.shape
+            and torch.equal(fx_env[n], e) for n, e in zip(returned, eager))
+        for i, name in enumerate(self.ir.outputs):
+            if not same:
+                self.traced_differs = True
+                self.outputs[i].note("the model's eager output is not bit-identical to its "
+                                     "traced graph's on the same inputs, so the traced value "
+                                     "at the cut is not vouched for")
+            value, ref, radius = self.kept.get(name, (None, None, None))
+            if value is None:
+                self.outputs[i].unchecked = True
+                continue
+            self.output_samplers[name].take(start, count, value, ref)
+            if ref is None or radius is None:
+                if self.end_to_end:
+                    self.outputs[i].note("no reference value (an upstream node failed): not "
+                                         "checked end to end")
+                    self.outputs[i].unchecked = True
+                continue
+            self.outputs[i].end_to_end.update(value.to(_F64), ref, radius, value.dtype,
+                                              scratch=self.scratch(ref.shape))
+        self.kept.clear()
 
     # --- result ---------------------------------------------------------------------
     def _source_text(self, node: IRNode) -> str:

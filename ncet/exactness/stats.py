@@ -79,33 +79,40 @@ class ElementSampler:
 
 class RatioSample:
     """An evenly spread sample of one check's observed/bound ratios over every chunk, for
-    the median, in a buffer the size of the first chunk's sample. When it is full, every
-    other value is dropped and later chunks are thinned as much, so each chunk keeps the same
-    weight and memory does not grow with the number of chunks."""
+    the median, in a buffer the size of the first chunk's sample (at least 2).
 
-    __slots__ = ("values", "filled", "thin")
+    The chunks' ratios are read as one stream, and the sample is exactly its every
+    `thin`-th value from the first (stream positions 0, thin, 2 thin, ...): when the buffer
+    would overflow, every other kept value is dropped and `thin` doubles. So each chunk
+    keeps its share (within one value), memory does not grow with the number of chunks,
+    the buffer is never less than half full once the stream is longer than it, and `thin`
+    stays below twice the stream's length (a chunk shorter than the stride keeps one value
+    or none, as its positions say)."""
+
+    __slots__ = ("values", "filled", "thin", "seen")
 
     def __init__(self):
         self.values: torch.Tensor | None = None
-        self.filled, self.thin = 0, 1
+        self.filled, self.thin, self.seen = 0, 1, 0
 
     def add(self, strided: torch.Tensor) -> None:
         """Fold in one chunk's evenly strided ratios (non-finite ones are dropped later)."""
-        values = self.values
-        if values is None:
-            if strided.shape[0] >= 2:
-                self.values, self.filled = strided.clone(), strided.shape[0]
-                return
-            values = self.values = torch.empty(2, dtype=_F64)
-        part = strided[::self.thin] if self.thin > 1 else strided
-        capacity = values.shape[0]
-        while self.filled + part.shape[0] > capacity:
+        n = strided.shape[0]
+        if self.values is None:
+            self.values = torch.empty(max(n, 2), dtype=_F64)
+        values, capacity = self.values, self.values.shape[0]
+        while True:
+            first = -self.seen % self.thin  # this chunk's first stream position kept
+            count = (n - 1 - first) // self.thin + 1 if first < n else 0
+            if self.filled + count <= capacity:
+                break
             kept = values[:self.filled:2].clone()
             self.filled, self.thin = kept.shape[0], self.thin * 2
             values[:self.filled] = kept
-            part = strided[::self.thin]
-        values[self.filled:self.filled + part.shape[0]] = part
-        self.filled += part.shape[0]
+        if count:
+            values[self.filled:self.filled + count] = strided[first::self.thin]
+            self.filled += count
+        self.seen += n
 
     def kept(self) -> torch.Tensor:
         return self.values[:self.filled] if self.values is not None \

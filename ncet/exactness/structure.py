@@ -16,9 +16,11 @@ from torch.fx.node import map_arg
 from ..ir import GraphIR
 
 
-def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph) -> None:
+def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph,
+                             returned: list[str] | None = None) -> None:
     """The IR's Input nodes are forward()'s arguments, and its outputs are the values
-    forward() returns, in the same order.
+    forward() returns (or `returned`, the nodes a GraphIR cut short returns), in the same
+    order.
 
     Raises:
         ValueError: They differ, with both lists in the message.
@@ -32,7 +34,7 @@ def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph) -> None:
     if misplaced:
         raise ValueError(f"the GraphIR is malformed: Input node(s) {misplaced} carry an index "
                          "other than their position among the Input nodes")
-    returned = _returned(graph)
+    returned = _returned(graph) if returned is None else returned
     nodes = {n.name: n for n in ir.nodes}
     for name, traced in zip(ir.outputs, returned):
         if name not in nodes:
@@ -50,7 +52,8 @@ def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph) -> None:
                          f"{len(returned)} {returned}")
 
 
-def structural_faults(ir: GraphIR, graph: torch.fx.Graph) -> dict[str, str]:
+def structural_faults(ir: GraphIR, graph: torch.fx.Graph,
+                      returned: list[str] | None = None) -> dict[str, str]:
     """Per IR operator node, what about it does not correspond to the traced graph: a node
     the trace does not have, operands other than the traced node's, an output the trace does
     not return. Empty when the structure corresponds."""
@@ -69,7 +72,7 @@ def structural_faults(ir: GraphIR, graph: torch.fx.Graph) -> dict[str, str]:
         if sorted(set(node.inputs)) != operands:
             faults[node.name] = (f"structure: its operands are {sorted(set(node.inputs))} in "
                                  f"the IR, {operands} in the model's traced graph")
-    returned = _returned(graph)
+    returned = _returned(graph) if returned is None else returned
     for name, traced_name in zip(ir.outputs, returned):
         if name != traced_name and name not in faults:
             faults[name] = (f"structure: the IR returns {name!r} where the model's trace "

@@ -3,15 +3,16 @@ silently mis-handle, with the reason and the tool-side evidence (tools.py)."""
 
 from __future__ import annotations
 
-import os
+import re
 from dataclasses import asdict, dataclass
 
 import onnx
 
-from .tool_graph import GraphContext
+from .onnx_file import ONNXFileError, read_model
+from .tool_graph import GraphContext, ToolRule
 from .tools import LINT_TOOLS, RULES_BY_OP, TOOLS
 
-__all__ = ["LINT_TOOLS", "LintFinding", "LintReport", "lint_onnx"]
+__all__ = ["LINT_TOOLS", "LintFinding", "LintReport", "ONNXFileError", "lint_onnx"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,8 +46,9 @@ class LintReport:
                 f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}")
         lines = [head]
         for f in self.findings:
-            at = f" [{f.location}]" if f.location else ""
-            lines.append(f"  {f.node} ({f.op_type}){at}: {f.verdict}: {f.reason}")
+            at = f" [{_one_line(f.location)}]" if f.location else ""
+            lines.append(f"  {_one_line(f.node)} ({_one_line(f.op_type)}){at}: {f.verdict}: "
+                         f"{f.reason}")
             lines.append(f"      source: {f.source}")
         return "\n".join(lines)
 
@@ -63,40 +65,23 @@ class LintReport:
         return pd.DataFrame([asdict(f) for f in self.findings], columns=columns)
 
 
+_BREAKS = re.compile("[\\x00-\\x1f\\x7f-\\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+"""What could break or shift a line of the listing: control characters (newline, tab, \\r,
+\\x85, ...), Unicode's line and paragraph separators and bidirectional controls."""
+
+
+def _one_line(text: str) -> str:
+    """A name from the file as one line, as `ncet.cli.terminal.name_text` writes it."""
+    return _BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", text)
+
+
 def _location(node: onnx.NodeProto) -> str:
     """NCET's source line from the node's provenance (`...; at: file:line`), if any."""
     for part in node.doc_string.split("; "):
         if part.startswith("at: "):
             return part[4:].strip()
     return ""
-
-
-def _load(model_or_path) -> onnx.ModelProto:
-    if isinstance(model_or_path, onnx.ModelProto):
-        return model_or_path
-    if isinstance(model_or_path, (bytes, bytearray, memoryview)):
-        data, what = bytes(model_or_path), "the bytes given"
-    elif isinstance(model_or_path, (str, os.PathLike)):
-        what = repr(os.fspath(model_or_path))
-        with open(model_or_path, "rb") as f:
-            data = f.read()
-    else:
-        raise TypeError(f"lint_onnx() expects an onnx.ModelProto, a path or bytes, not "
-                        f"{type(model_or_path).__name__}")
-    model = onnx.ModelProto()
-    try:
-        model.ParseFromString(data)
-    except Exception as exc:  # protobuf's DecodeError, or worse, on a hostile file
-        raise ValueError(f"{what} is not an ONNX model: it does not parse as one "
-                         f"({type(exc).__name__})") from None
-    if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
-        raise ValueError(f"{what} is not an ONNX model: no IR version or no graph nodes")
-    try:
-        onnx.checker.check_model(model)
-    except Exception as exc:  # onnx.checker.ValidationError and its C++ relatives
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ValueError(f"{what} is not a valid ONNX model: {first}") from None
-    return model
 
 
 def _node_name(node: onnx.NodeProto, index: int) -> str:
@@ -110,7 +95,8 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
     mis-handle, with the reason and the tool-side source (docs/export.md).
 
     Only the top-level graph is checked (no Loop/If bodies). An op type outside the tool's
-    supported list is reported as rejected; the others are held to the tool's rules.
+    supported list is reported as rejected; the others are held to the tool's rules. The
+    model is read and checked by onnx.checker the same way whatever its form (`read_model`).
 
     Args:
         model_or_path: An `onnx.ModelProto`, a path to a .onnx file, or its bytes.
@@ -120,7 +106,11 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
         A `LintReport`; `.ok` when nothing was found, `str()` for a readable listing.
 
     Raises:
-        ValueError: `tool` is unknown, or the file or bytes are not a valid ONNX model.
+        ValueError: `tool` is unknown.
+        ONNXFileError: The model is not a valid ONNX model, or is ambiguous (a ValueError
+            too; `.code` is one of `ncet.export.onnx_file.READING_REASONS`: onnx-unparsable,
+            onnx-empty, onnx-invalid, onnx-external-data, onnx-duplicate-*,
+            onnx-malformed-node).
         TypeError: `model_or_path` is none of the accepted kinds.
 
     Example:
@@ -129,15 +119,14 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
     """
     if tool not in TOOLS:
         raise ValueError(f"unknown tool {tool!r}; choose one of {', '.join(LINT_TOOLS)}")
-    model = _load(model_or_path)
+    model = read_model(model_or_path, "lint_onnx", accept_bytes=True, validate=True)
     spec = TOOLS[tool]
     ctx = GraphContext.of(model.graph)
     findings = []
     for index, node in enumerate(ctx.nodes):
         op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
         name, location = _node_name(node, index), _location(node)
-        matched = [r for r in RULES_BY_OP.get((tool, op), ())
-                   if r.condition is None or r.condition(node, ctx)]
+        matched = [r for r in RULES_BY_OP.get((tool, op), ()) if _holds(r, node, ctx, name)]
         for rule in matched:
             findings.append(LintFinding(name, op, rule.verdict, rule.reason, rule.source,
                                         location, rule.code))
@@ -146,3 +135,18 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
                 name, op, "rejects", f"{op} is not in {tool}'s supported ops", spec.source,
                 location, f"{tool}-unsupported-op"))
     return LintReport(tool, tuple(findings), len(ctx.nodes))
+
+
+def _holds(rule: ToolRule, node: onnx.NodeProto, ctx: GraphContext, name: str) -> bool:
+    """Whether `rule` applies to `node`; a node the rule cannot read (a constant whose data
+    does not fit its shape, say, which onnx.checker lets through) is a clear error."""
+    if rule.condition is None:
+        return True
+    try:
+        return bool(rule.condition(node, ctx))
+    except (TypeError, KeyError, IndexError, ValueError, AttributeError) as exc:
+        detail = (str(exc).strip().splitlines() or [""])[0]
+        raise ONNXFileError("onnx-malformed-node", (
+            f"the model is not a valid ONNX model: node {name!r} ({node.op_type}) cannot be "
+            f"read as {node.op_type} defines it, so rule {rule.code} cannot be applied "
+            f"({type(exc).__name__}: {detail})")) from None

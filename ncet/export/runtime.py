@@ -19,6 +19,7 @@ from ..exactness.runtime_check import check_runtime
 from ..ir import CONSTANT_ATTRS, GraphIR
 from .builder import ELEMENT_TYPES, ExportError
 from .model import build_model, graphir_sha256
+from .onnx_file import meaning_of, read_model, tensor_meaning
 
 PROBE_ELEMENTS = 1 << 17
 """Elements per onnxruntime intra-op thread in the elementwise probes: enough for
@@ -171,21 +172,6 @@ def read_onnxruntime_arithmetic(threads: int = 0) -> ArithmeticModel:
     return ArithmeticModel(0.0, not outside, flags, tuple(notes))
 
 
-def _load(onnx_model) -> onnx.ModelProto:
-    if isinstance(onnx_model, onnx.ModelProto):
-        return onnx_model
-    if isinstance(onnx_model, (str, os.PathLike)):
-        try:
-            return onnx.load(os.fspath(onnx_model))
-        except OSError:
-            raise
-        except Exception as exc:
-            raise ValueError(f"{os.fspath(onnx_model)!r} is not an ONNX model "
-                             f"({type(exc).__name__})") from None
-    raise TypeError(f"check_onnx() expects an onnx.ModelProto or a path, not "
-                    f"{type(onnx_model).__name__}")
-
-
 def _fixed_batch(ir: GraphIR, graph: onnx.GraphProto) -> int | None:
     """The file's batch size (None for a symbolic one), after checking that its inputs are
     the IR's: names in forward() order, dtypes and per-sample shapes."""
@@ -215,25 +201,16 @@ def _opset(model: onnx.ModelProto) -> int | None:
     return next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
 
 
-def _bare(proto):
-    """A copy without what carries no meaning: doc strings and node names."""
-    copy = type(proto)()
-    copy.CopyFrom(proto)
-    copy.ClearField("doc_string")
-    if isinstance(copy, onnx.NodeProto):
-        copy.ClearField("name")
-    return copy.SerializeToString(deterministic=True)
-
-
 def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
                       graphir_hash: str | None = None) -> dict[str, str]:
     """IR node name -> how the file departs from what `to_onnx` writes for `ir` in the
     file's own profile, batch and opset (the export is deterministic): a node of the
     node's pattern with another op type, domain, inputs or attributes (subgraphs included),
     missing, or added; an initializer of its own (an IR constant or a pattern's helper) with
-    other bytes or missing; a graph output that is not the export's (at the IR node it
-    returns). What no IR node owns (an added node, a local function, another domain) is a
-    fault at every returned node: the file is not the export of this GraphIR.
+    other values (`tensor_meaning`: however encoded) or missing; a graph output that is not
+    the export's (at the IR node it returns). What no IR node owns (an added node, a local
+    function, another domain) is a fault at every returned node: the file is not the export
+    of this GraphIR.
     `graphir_hash` is `graphir_sha256(ir)` when the caller has it (the rebuilt export's
     metadata is not compared, but building it would hash the GraphIR again)."""
     operators = [n.name for n in ir.nodes if n.op_type not in ("Input", "Output")]
@@ -267,7 +244,7 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
         if other is None:
             fault(owner(outputs[0]), f"the file has no {node.op_type} node writing "
                                      f"{outputs[0]!r}, which the export writes")
-        elif _bare(other) != _bare(node):
+        elif meaning_of(other) != meaning_of(node):
             fault(owner(outputs[0]), f"the file's {other.op_type} node writing {outputs[0]!r} "
                                      f"is not the export's {node.op_type} node (op type, "
                                      "domain, inputs or attributes differ)")
@@ -279,7 +256,7 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
     constants = {t.name: t for t in model.graph.initializer}
     for tensor in reference.graph.initializer:
         other = constants.get(tensor.name)
-        if other is None or _bare(other) != _bare(tensor):
+        if other is None or tensor_meaning(other) != tensor_meaning(tensor):
             users = [n.name for n in ir.nodes if tensor.name in
                      {n.attrs.get(a) for a in CONSTANT_ATTRS.get(n.op_type, ())}]
             reason = (f"the initializer {tensor.name!r} is not the export's, bit for bit"
@@ -287,8 +264,8 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
                       f"the file has no initializer {tensor.name!r}")
             for name in users or [owner(tensor.name)]:
                 fault(name, reason)
-    ours_out = [_bare(o) for o in reference.graph.output]
-    theirs_out = [_bare(o) for o in model.graph.output]
+    ours_out = [meaning_of(o) for o in reference.graph.output]
+    theirs_out = [meaning_of(o) for o in model.graph.output]
     for i, target in enumerate(returned):
         if i >= len(theirs_out) or theirs_out[i] != ours_out[i]:
             faults.setdefault(target, f"the file's graph output {i} is not the export's")
@@ -341,7 +318,7 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
     if not isinstance(ir, GraphIR):
         raise TypeError(f"check_onnx() expects a GraphIR (from ncet.convert or ncet.load), "
                         f"not {type(ir).__name__}")
-    model = _load(onnx_model)
+    model = read_model(onnx_model, "check_onnx")
     batch = _fixed_batch(ir, model.graph)
     digest, unsaveable = None, None
     try:  # once, for the comparison with the export and for the file's stamp

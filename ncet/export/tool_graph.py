@@ -9,6 +9,8 @@ from dataclasses import dataclass
 import onnx
 from onnx import numpy_helper
 
+from .onnx_file import refuse_ambiguity
+
 VERDICTS = ("rejects", "mishandles")
 """`rejects`: the importer raises; `mishandles`: it loads and computes something else."""
 
@@ -27,6 +29,9 @@ class GraphContext:
 
     @classmethod
     def of(cls, graph: onnx.GraphProto) -> GraphContext:
+        """The graph's facts; a name defined twice is refused (ONNXFileError), as
+        `read_model` refuses it, since each map below holds one definition per name."""
+        refuse_ambiguity(graph)
         nodes = tuple(graph.node)
         initializers = {t.name: t for t in graph.initializer}
         consumers: dict[str, list[int]] = {}

@@ -7,6 +7,7 @@ known failure, each with the tool-side evidence (repository, commit, file and fu
 
 from __future__ import annotations
 
+from .eran_normalization import ARITHMETIC, div_not_normalization, normalization_misread
 from .tool_graph import (
     Condition,
     ToolRule,
@@ -283,6 +284,17 @@ def _two_variables(node, ctx) -> bool:
     return input_name(node, 0) not in ctx.constants and input_name(node, 1) not in ctx.constants
 
 
+def _normalization_rule(op: str) -> ToolRule:
+    return ToolRule(
+        f"eran-normalization-{op.lower()}", "eran", op, "mishandles",
+        "taken out of the network as the input normalization, which ERAN applies as "
+        "(x - mean) / std: c - x, c / x, a Mul or Div before the Add or Sub, or two of a kind, "
+        "compute something else", _eran(
+            "ONNXTranslator.translate, lines 447-492 (the constant from add_resources, "
+            "whichever operand it is); tf_verify/__main__.py normalize, line 109"),
+        normalization_misread)
+
+
 def _gemm_unsupported(node, ctx) -> bool:
     return len(node.input) < 3 or not (
         input_name(node, 0) in ctx.constants or input_name(node, 1) in ctx.constants)
@@ -310,9 +322,12 @@ ERAN_RULES = (
              _eran("prepare_model, lines 349-357 ('only zero padding supported')"),
              _pad_unsupported),
     ToolRule("eran-div", "eran", "Div", "rejects",
-             "translate has no Div branch ('Operations of type Div are not yet supported'); "
-             "only a leading Sub/Div pair is taken out as the input normalization",
-             _eran("ONNXTranslator.translate, lines 447-492 and 637")),
+             "translate has no Div branch ('Operations of type Div are not yet supported'): "
+             "a Div is read only as the input normalization, x / c among the first nodes, "
+             "with an Add or Sub of a constant, before any MatMul, Gemm, Conv, MaxPool or "
+             "activation", _eran("ONNXTranslator.translate, lines 447-492 and 637"),
+             div_not_normalization),
+    *(_normalization_rule(op) for op in ARITHMETIC),
     ToolRule("eran-mul-variables", "eran", "Mul", "rejects",
              "a product of two variables: 'we don't support residual operations other then add'",
              _eran("ONNXTranslator.translate, line 526"), _two_variables),
@@ -356,11 +371,24 @@ _NNV = ("verivital/nnv code/nnv/engine/utils/onnx2nnv.m and matlab2nnv.m (layer 
         "branch); which MATLAB layer importONNXNetwork makes of an ONNX op is MATLAB's "
         "(closed source) and not verified here")
 
+
+
+def _pad_not_zero(node, ctx) -> bool:
+    """Some pad, or the padding value, is not zero (or is not a constant the lint can read)."""
+    pads = attr(node, "pads") if len(node.input) < 2 else ctx.values(input_name(node, 1))
+    value = attr(node, "value", 0.0) if len(node.input) < 3 or not input_name(node, 2) \
+        else ctx.values(input_name(node, 2))
+    return pads is None or value is None or any(p != 0 for p in list(pads)) or any(
+        v != 0 for v in list(getattr(value, "flat", [value])))
+
+
 NNV_RULES = (
     ToolRule("nnv-pad-nonzero", "nnv", "Pad", "rejects",
-             "a Pad layer is kept only when all its parameters are zero; otherwise "
-             "error('Layer not supported')",
-             "verivital/nnv code/nnv/engine/utils/matlab2nnv.m check_layer_parameters"),
+             "a Pad layer is passed over only when all its parameters (pads, value) are zero; "
+             "otherwise check_layer_parameters raises, the try around it swallows that, and "
+             "the layer falls through to error('Unsupported Class of Layer')",
+             "verivital/nnv@02eaf3d code/nnv/engine/utils/matlab2nnv.m matlab2nnv (the "
+             "PadLayer branch in the try) and check_layer_parameters", _pad_not_zero),
 )
 
 TOOLS: dict[str, ToolSpec] = {}
@@ -392,7 +420,7 @@ _tool("marabou", "maraboupy ONNXParser (Python)", (
     "LeakyRelu", "Softmax", "Sub"), _marabou(
         "ONNXParser.makeMarabouEquations, line 217 ('Operation {} not implemented')"))
 _tool("eran", "ERAN onnx_translator", (
-    "Constant", "Flatten", "MatMul", "Gemm", "Add", "Sub", "Mul", "Conv", "MaxPool",
+    "Constant", "Flatten", "MatMul", "Gemm", "Add", "Sub", "Mul", "Div", "Conv", "MaxPool",
     "AveragePool", "Relu", "Sigmoid", "Tanh", "Softmax", "BatchNormalization", "LeakyRelu",
     "Gather", "Shape", "Reshape", "Unsqueeze", "Concat", "Tile", "Expand", "Pad"), _eran(
         "prepare_model line 365 and ONNXTranslator.translate line 637 ('Operations of type "

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from ..errors import REASONS
 from .boundary_rules import BOUNDARY_RULES, BoundaryRule, Limit  # noqa: F401 (re-exported)
+from .clamping import CLAMP_FUNCTIONS, CLAMP_METHODS, CLAMP_MODULES
+from .cut import TRAILING_FUNCTIONS, TRAILING_METHODS, TRAILING_MODULES
 from .rewrites import (
     INPLACE_FLAG_FUNCTIONS,
     INPLACE_FLAG_MODULES,
@@ -69,6 +71,32 @@ def render_support_boundary() -> str:
             "records as `x + y` (its Proxy has no `__iadd__`), so that their in-place effect "
             "on an alias is lost in the trace in both modes; `check_exactness` then finds the "
             "traced graph is not bit-identical to the model at the outputs."]
+    out += ["", "## Clamps", "",
+            "NCET's canonical operators have no clamp. These spellings are rejected "
+            "(`unsupported-function`,",
+            "`unsupported-method`, `unsupported-module`; their in-place forms `inplace`) with "
+            "a hint worked out",
+            "from the node's bounds: `F.relu(x - a) + a - F.relu(x - b)` and its kin, equal "
+            "in real arithmetic",
+            "(what a ReLU verifier reads) but rounded differently, so the hint says the model "
+            "changes. A clamp at",
+            "+0 without an upper bound is ReLU bit for bit, and `rewrite=True` maps it onto "
+            "ReLU (above).", "",
+            "Spellings: " + ", ".join(
+                [f"`{_key(f)}`" for f in CLAMP_FUNCTIONS]
+                + [f"`Tensor.{m}`" for m in CLAMP_METHODS]
+                + [f"`nn.{m.__name__}`" for m in CLAMP_MODULES]) + "."]
+    out += ["", "## Cutting a model short", "",
+            "`stop_at=NODE` converts up to an FX node (or a module path); `cut_trailing=True` "
+            "leaves out the",
+            "monotone activations that end every path to the output (`--stop-at`, "
+            "`--cut-trailing` on the",
+            "command line). Left-out nodes are rows of status `cut`; docs/ir.md says how "
+            "`check_exactness`",
+            "checks a cut GraphIR. Trailing activations: " + ", ".join(
+                [f"`{_key(f)}`" for f in TRAILING_FUNCTIONS]
+                + [f"`Tensor.{m}`" for m in TRAILING_METHODS]
+                + [f"`nn.{m.__name__}`" for m in TRAILING_MODULES]) + "."]
     out += ["", "## Reason codes", "", "| code | error | meaning |", "|---|---|---|"]
     out += [f"| `{c}` | {r.error} | {r.summary} |" for c, r in REASONS.items()]
     out += ["", "## Spellings", "",

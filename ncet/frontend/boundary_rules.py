@@ -147,6 +147,11 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
                  "shape-propagation"),
     BoundaryRule(("Output",), "forward() returns a graph tensor or a flat tuple/list of them",
                  "output-structure"),
+    BoundaryRule(("Output",), "`stop_at=` naming no operation of the traced graph (an unknown "
+                              "name, an input, the output, a parameter)", "stop-at-node"),
+    BoundaryRule(("Output",), "`cut_trailing=True` on a softmax whose dim is the batch axis "
+                              "(it mixes the samples, so it is no per-sample activation)",
+                 "batch-axis"),
     # Parameterised operators.
     BoundaryRule(("Linear",), f"batched input of {LINEAR_RANK.limit} (last axis = "
                               "in_features)"),

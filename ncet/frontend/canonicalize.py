@@ -14,11 +14,13 @@ from ..errors import ConversionError, Rejection, TraceError, UnsupportedOperator
 from ..ir import OP_SCHEMAS, GraphIR, IRNode, Source
 from .constants import ConstantLifter
 from .context import Mapped, MissingShape, NodeContext, bind
+from .cut import Cut, plan_cut, softmax_on_batch_axis
 from .hooks import weight_hook_rejection
 from .locations import is_library_function
 from .report import ConversionReport, Row
 from .resolution import resolve
 from .rewrites import (
+    RULE_CLAMP_RELU,
     RULE_INPLACE,
     RULE_STATIC_BATCH,
     Refusal,
@@ -32,25 +34,39 @@ from .trace import Traced, submodule, trace_model
 from .trace_cache import record_trace
 from .walker import Walker
 
-_RULE_CODES = {RULE_INPLACE: "inplace", RULE_STATIC_BATCH: "dynamic-argument"}
-"""The code a node gets when its rule does not hold for it: that of the spelling as written."""
+_RULE_CODES = {RULE_INPLACE: "inplace", RULE_STATIC_BATCH: "dynamic-argument",
+               RULE_CLAMP_RELU: "unsupported-function"}
+"""The code a node gets when its rule does not hold for it: that of the spelling as written
+(a clamp method's is "unsupported-method", `_rule_code`)."""
+
+
+def _rule_code(done: Rewritten) -> str:
+    if done.rule == RULE_CLAMP_RELU and done.spelling.startswith("Tensor."):
+        return "unsupported-method"
+    return _RULE_CODES[done.rule]
 
 
 def canonicalize(model: nn.Module, input_shapes: tuple[tuple[int, ...], ...],
                  dtype: torch.dtype, *, first_error_only: bool,
-                 rewrite: bool = False) -> ConversionReport:
+                 rewrite: bool = False, stop_at: str | None = None,
+                 cut_trailing: bool = False) -> ConversionReport:
     """Trace `model` and map every node; stop at the first problem if `first_error_only`.
-    With `rewrite`, the rules of rewrites.py first rewrite NCET's copy of the graph.
+    With `rewrite`, the rules of rewrites.py first rewrite NCET's copy of the graph; with
+    `stop_at` or `cut_trailing`, the nodes cut.py leaves out get rows of status "cut".
 
     Raises:
-        TraceError: The model cannot be traced (always raised; `diagnose` catches it).
+        TraceError: The model cannot be traced, or `stop_at` names no operation of it
+            (always raised; `diagnose` catches it).
         ConversionError: With `first_error_only`, the first node outside the boundary.
     """
     with cyclic_gc_paused():
         traced = trace_model(model, len(input_shapes))
         rewritten, refused = rewrite_graph(traced.graph, traced.call_modules()) if rewrite \
             else ({}, {})
-        walk = _Walk(traced, input_shapes, dtype, rewritten, refused, rewrite)
+        cut = plan_cut(traced.graph, traced.call_modules(), stop_at=stop_at,
+                       cut_trailing=cut_trailing) if stop_at is not None or cut_trailing \
+            else None
+        walk = _Walk(traced, input_shapes, dtype, rewritten, refused, rewrite, cut)
         rows = []
         with torch.random.fork_rng(devices=[]), torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the model's own warnings, once per batch size
@@ -93,8 +109,14 @@ class _Walk:
     """State of one conversion: a record per live node, lifted constants, IR nodes."""
 
     def __init__(self, traced: Traced, input_shapes, dtype: torch.dtype,
-                 rewritten: dict[str, Rewritten], refused: dict[str, Refusal], rewrite: bool):
+                 rewritten: dict[str, Rewritten], refused: dict[str, Refusal], rewrite: bool,
+                 cut: Cut | None = None):
         self.traced = traced
+        self.cut = cut
+        self._ranks: dict[str, int] = {}  # per-sample ranks the cut's softmax dims need
+        self._kept: dict[torch.fx.Node, NodeRecord] = {}  # the records of the cut's outputs
+        self._rank_of = {} if cut is None else {
+            name: _kept_source(traced.graph, cut, name) for name in cut.softmax_dims}
         self.rewritten, self.refused, self.rewrite = rewritten, refused, rewrite
         self._positions: dict[torch.fx.Node, int] | None = None
         self.root = traced.root
@@ -110,11 +132,47 @@ class _Walk:
     # --- one node -------------------------------------------------------------------
     def step(self, node: torch.fx.Node) -> Row:
         """Record and map one node (in graph order); its report row."""
-        return self._handlers[node.op](node)
+        if self.cut is not None and node.name in self.cut.nodes:
+            return self._cut_row(node)
+        row = self._handlers[node.op](node)
+        if self.cut is not None and node in self.cut.outputs and node in self.records:
+            self._kept[node] = self.records[node]  # the walker drops it at its last use
+        if node.name in self._rank_of.values() and row.shape is not None:
+            self._ranks[node.name] = len(row.shape)
+        return row
+
+    def _cut_row(self, node: torch.fx.Node) -> Row:
+        """The row of a node the cut leaves out (not run, not mapped), or the error of a
+        softmax whose dim is the batch axis (not per-sample, so not a trailing activation
+        one may leave off)."""
+        if node.op == "get_attr":
+            path = self.traced.user_path(str(node.target))
+            context = dict(spelling=path, module_path=path)
+        else:
+            resolved = resolve(node, self.traced)
+            context = dict(spelling=resolved.display, module_path=resolved.module_path,
+                           module_type=resolved.module_type)
+        assert self.cut is not None
+        if node.name in self.cut.softmax_dims:
+            dim = self.cut.softmax_dims[node.name]
+            rank = self._ranks.get(self._rank_of[node.name])
+            if rank is not None and softmax_on_batch_axis(dim, rank):
+                return self._row(node, "boundary", error=self._error(
+                    node, context["spelling"], Rejection(
+                        "batch-axis", f"{context['spelling']} with dim={dim!r} runs over the "
+                                      "batch axis here, so it is not a per-sample activation "
+                                      "cut_trailing may leave off",
+                        hint="give it the class axis, e.g. dim=-1 or dim=1")), **context)
+        location = "" if _location(node) or node.op != "call_module" else "model" \
+            if self.traced.wrapped_leaf else module_expression(self.traced.root, str(node.target))
+        return self._row(node, "cut", message=f"cut: {self.cut.nodes[node.name]}; not part "
+                                              "of the GraphIR", location=location, **context)
 
     def _row(self, node, status, *, spelling="", module_path="", module_type="", op_type=None,
-             error: ConversionError | None = None, message="", shape=None) -> Row:
-        source = Source(node.name, node.op, spelling, module_path, module_type, _location(node))
+             error: ConversionError | None = None, message="", shape=None,
+             location: str = "") -> Row:
+        source = Source(node.name, node.op, spelling, module_path, module_type,
+                        location or _location(node))
         done = self.rewritten.get(node.name)
         return Row(source, op_type, status, error.code if error else None,
                    str(error) if error else message, error.hint if error else "", shape, error,
@@ -154,9 +212,13 @@ class _Walk:
     def _output(self, node: torch.fx.Node) -> Row:
         result = node.args[0]
         outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+        if self.cut is not None:
+            outputs = list(self.cut.outputs)
+            result = tuple(outputs) if self.cut.as_tuple else outputs[0]
+        records = {**self._kept, **self.records}
         bad = [o for o in outputs if not (isinstance(o, torch.fx.Node)
-                                          and self.records[o].kind == "graph"
-                                          and self.records[o].is_tensor)]
+                                          and records[o].kind == "graph"
+                                          and records[o].is_tensor)]
         if bad:
             what = ", ".join(o.name if isinstance(o, torch.fx.Node) else repr(o) for o in bad)
             error = self._error(node, "output", Rejection(
@@ -217,7 +279,7 @@ class _Walk:
         if done is not None and problem is None and not value.failed:
             why = check_rewrite(node, done.rule, self._values, None if node.op != "call_module"
                                 else submodule(self.root, node.target))
-            problem = Rejection(_RULE_CODES[done.rule], why) if why else None
+            problem = Rejection(_rule_code(done), why) if why else None
         if done is not None and problem is not None:  # the rule does not hold for this node
             problem = _unapplied(done, problem)
         if problem is not None:
@@ -281,13 +343,24 @@ class _Walk:
         return GraphIR(tuple(self.ir_nodes), used)
 
 
+def _kept_source(graph: torch.fx.Graph, cut: Cut, name: str) -> str:
+    """The node a cut activation's input comes from that the GraphIR keeps (the cut's
+    activations may be chained): its per-sample rank is the activation's."""
+    node = next(n for n in graph.nodes if n.name == name)
+    while node.name in cut.nodes:
+        node = node.args[0]
+    return node.name
+
+
 def _unapplied(done: Rewritten, reason: Rejection) -> Rejection:
     """The rejection of a rewritten node whose rule turned out not to hold for it, in terms
     of the spelling as written."""
-    return Rejection(_RULE_CODES[done.rule], f"rewrite=True cannot apply {done.rule} to "
+    return Rejection(_rule_code(done), f"rewrite=True cannot apply {done.rule} to "
                      f"{done.spelling} here: {reason.reason}",
-                     hint="write it out of place or with a static shape, as the hint for the "
-                          "spelling as written says (rewrite=False)")
+                     hint="write it as the hint for the spelling as written says "
+                          "(rewrite=False)" if done.rule == RULE_CLAMP_RELU else
+                     "write it out of place or with a static shape, as the hint for the "
+                     "spelling as written says (rewrite=False)")
 
 
 def module_expression(root: nn.Module, target: str) -> str:

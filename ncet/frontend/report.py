@@ -8,10 +8,11 @@ from dataclasses import dataclass, field
 from ..errors import ConversionError, from_caller
 from ..ir import GraphIR, Source
 
-STATUSES = ("mapped", "lifted", "unsupported", "boundary", "skipped")
+STATUSES = ("mapped", "lifted", "unsupported", "boundary", "skipped", "cut")
 """Row statuses: mapped to an op_type, lifted into constants, rejected by spelling, rejected
-by the support boundary, or not checked because a node it depends on failed to run (or was
-not run: a rejected function of the user's own code)."""
+by the support boundary, not checked because a node it depends on failed to run (or was
+not run: a rejected function of the user's own code), or left out by `stop_at` or
+`cut_trailing` (not run, not part of the GraphIR)."""
 
 _PROBLEMS = ("unsupported", "boundary")
 
@@ -82,6 +83,22 @@ class ConversionReport:
         """The rows with a problem, in graph order."""
         return tuple(r for r in self.rows if r.status in _PROBLEMS)
 
+    @property
+    def cut(self) -> tuple[Row, ...]:
+        """The rows of the nodes `stop_at` or `cut_trailing` left out, in graph order (each
+        message says why); empty when the whole model was converted."""
+        return tuple(r for r in self.rows if r.status == "cut")
+
+    def cut_summary(self) -> str:
+        """One line naming what was cut (node, spelling, where), "" when nothing was."""
+        if not self.cut:
+            return ""
+        shown = [f"{r.fx_name} ({_where(r)})" for r in self.cut[:SHOWN_PER_REASON]]
+        more = len(self.cut) - len(shown)
+        tail = f" and {more} more" if more > 0 else ""
+        return (f"cut: {len(self.cut)} node(s) left out of the GraphIR: {', '.join(shown)}"
+                f"{tail} ({self.cut[0].message.removeprefix('cut: ').split(';')[0]})")
+
     @from_caller
     def raise_first(self) -> None:
         """Raise the first problem's ConversionError, if there is one (from the caller's
@@ -113,7 +130,8 @@ class ConversionReport:
         counts = {s: sum(1 for r in self.rows if r.status == s) for s in STATUSES}
         parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         verdict = "converts" if self.ok else f"rejected: {len(self.errors)} problem(s)"
-        return f"{len(self.rows)} FX nodes ({parts}); {verdict}"
+        cut = f"; {self.cut_summary()}" if self.cut else ""
+        return f"{len(self.rows)} FX nodes ({parts}); {verdict}{cut}"
 
     def table(self) -> str:
         """The per-node mapping table as fixed-width text."""
@@ -167,6 +185,14 @@ class ConversionReport:
             chips = " &middot; ".join(f"<code>{escape(op)}</code>&nbsp;&times;{n}"
                                       for op, n in mapped.items())
             parts.append(f'<p class="ncet-ops"><b>op_types</b> {chips}</p>')
+        if self.cut:
+            items = "".join(f"<li><code>{escape(r.fx_name)}</code> <code>{escape(r.spelling)}"
+                            f"</code> {_source_html(r, escape)}: {escape(r.message)}</li>"
+                            for r in self.cut[:SHOWN_PER_REASON])
+            more = len(self.cut) - SHOWN_PER_REASON
+            items += f"<li>... and {more} more node(s)</li>" if more > 0 else ""
+            parts.append(f'<div class="ncet-cut"><p><b>cut</b> &middot; {len(self.cut)} '
+                         f"node(s) left out of the GraphIR:</p><ul>{items}</ul></div>")
         rewritten = sum(1 for r in self.rows if r.rewrite)
         if rewritten:
             parts.append(f'<p class="ncet-note">{rewritten} node(s) rewritten (opt-in '
@@ -174,6 +200,11 @@ class ConversionReport:
         parts.append('<p class="ncet-note">Every node: <code>report.to_pandas(styled=True)'
                      "</code>; the errors: <code>report.errors</code>.</p></div>")
         return "".join(parts)
+
+
+def _where(row: Row) -> str:
+    """A cut node's spelling and where it sits (file:line, else its module path)."""
+    return ", ".join(p for p in (row.spelling, row.location or row.module_path) if p)
 
 
 SHOWN_PER_REASON = 25
@@ -229,7 +260,7 @@ def _source_html(row: Row, escape) -> str:
 
 _STATUS_COLORS = {"mapped": ("#dcfce7", "#14532d"), "lifted": ("#dbeafe", "#1e3a8a"),
                   "unsupported": ("#fee2e2", "#7f1d1d"), "boundary": ("#fef3c7", "#78350f"),
-                  "skipped": ("#e2e8f0", "#334155")}
+                  "skipped": ("#e2e8f0", "#334155"), "cut": ("#ede9fe", "#4c1d95")}
 """Pill colours of the Styler, whose table sits outside VIEW_STYLE's scope: light
 backgrounds with dark text, legible in light and dark themes alike."""
 

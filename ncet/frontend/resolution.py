@@ -10,6 +10,7 @@ from torch import nn
 
 from ..errors import Rejection
 from .aliasing import is_size
+from .clamping import clamp_bounds, clamp_hint, relu_clamp_target
 from .context import Spelling
 from .hooks import weight_hook_rejection
 from .rewrites import static_batch_user
@@ -64,7 +65,8 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
         if spelling is None:
             return Resolution(None, kind, module, path, kind, Rejection(
                 "unsupported-module", f"module type {kind} is not in the spelling table",
-                hint=UNSUPPORTED_HINTS.get(type(module), _UNLISTED_HINT)))
+                hint=_clamp_hint(node, module) or UNSUPPORTED_HINTS.get(type(module),
+                                                                          _UNLISTED_HINT)))
         return Resolution(spelling, spelling.display, module, path, kind,
                           weight_hook_rejection(module))
     stack = node.meta.get("nn_module_stack")
@@ -76,9 +78,11 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
     if node.op == "call_method":
         display = f"Tensor.{target}"
         if target.endswith("_") and not target.startswith("__"):
+            clamp = _clamp_hint(node)
             return Resolution(None, display, None, path, kind, Rejection(
                 "inplace", f"in-place method {display}() is rejected",
-                hint=f"use x.{target[:-1]}(...) instead"))
+                hint=f"use x.{target[:-1]}(...) instead" if not clamp else
+                f"NCET maps no clamp, in place or not: {clamp}"))
         spelling = METHOD_SPELLINGS.get(target)
         receiver = node.args[0] if node.args else None
         on_a_size = isinstance(receiver, torch.fx.Node) and is_size(receiver)
@@ -88,7 +92,7 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
                                        "it on a traced tensor as if it were something else",
                 hint=_NOT_A_TENSOR_HINT))
         if spelling is None:
-            hint = UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT)
+            hint = _clamp_hint(node) or UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT)
             if target == "size" and static_batch_user(node) is None:
                 hint = _SIZE_HINT  # not the flatten idiom (x.view(x.size(0), -1))
             elif on_a_size:
@@ -112,8 +116,16 @@ def resolve(node: torch.fx.Node, traced: Traced) -> Resolution:
     else:
         rejection = Rejection("unsupported-function",
                               f"function {display} is not in the spelling table",
-                              hint=UNSUPPORTED_HINTS.get(target, _UNLISTED_HINT))
+                              hint=_clamp_hint(node) or UNSUPPORTED_HINTS.get(target,
+                                                                              _UNLISTED_HINT))
     return Resolution(None, display, None, path, kind, rejection)
+
+
+def _clamp_hint(node: torch.fx.Node, module: nn.Module | None = None) -> str:
+    """The hint for a clamp (clamp, clip, hardtanh, ReLU6) from its own bounds, "" for
+    another node."""
+    bounds = clamp_bounds(node, module)
+    return "" if bounds is None else clamp_hint(bounds, rewritable=relu_clamp_target(node))
 
 
 def _display(target: Any) -> str:

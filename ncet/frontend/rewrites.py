@@ -19,8 +19,14 @@ on the FX graph:
   `v.view(-1, d1, ..., dk)`, where `n` is the leading size of `v` itself. Both forms give the
   same tensor whenever the original does (`-1` is inferred as that same leading size). Any
   other use of a size is left alone, and rejected as before.
+* **clamp at zero to ReLU** (`RULE_CLAMP_RELU`): `torch.clamp(x, min=0)`, `x.clamp(min=0)`,
+  `x.clamp_min(0)`, `torch.clamp_min(x, 0)` and the `clip` spellings, with a lower bound of
+  +0 (the int 0 or 0.0) and no upper bound, become `torch.relu(x)`: PyTorch computes them bit
+  for bit alike (relu is clamp_min(0) in ATen; tests/test_clamping.py compares the bits over
+  signed zeros, subnormals, infinities and NaNs in four dtypes). A bound of -0.0 or a tensor
+  bound is left alone: clamp then differs from relu in the sign of zero.
 
-`rewrite_graph(graph, modules)` applies both, in place, to a graph NCET owns, and returns a
+`rewrite_graph(graph, modules)` applies them, in place, to a graph NCET owns, and returns a
 `Rewritten` record per changed node and a `Refusal` per in-place op it could not rewrite.
 Then the conversion walk runs each rewritten node's spelling *as written* on the example
 inputs too (`check_rewrite`): it must run and give the same dtype, shape and values, or the
@@ -41,6 +47,7 @@ from torch import nn
 
 from ..errors import Rejection
 from .aliasing import inplace_flag, overwrite_observer
+from .clamping import relu_clamp_target
 
 ORIGINAL = "ncet_original"
 """node.meta key of a rewritten node's form as traced: (op, target, args, kwargs), the size a
@@ -54,6 +61,7 @@ PRIVATE_MODULE = "ncet_private_module"
 
 RULE_INPLACE = "inplace-to-out-of-place"
 RULE_STATIC_BATCH = "static-batch-reshape"
+RULE_CLAMP_RELU = "clamp-at-zero-to-relu"
 
 RULES: dict[str, str] = {
     RULE_INPLACE: "an in-place op becomes its out-of-place form where nothing reads the "
@@ -64,6 +72,13 @@ RULES: dict[str, str] = {
                        "`Tensor.view`, `Tensor.reshape` or `torch.reshape` of a tensor with that "
                        "same leading size becomes -1 (or flatten(1) for (n, -1)); the spelling "
                        "as written must give the same tensor on the example inputs",
+    RULE_CLAMP_RELU: "`torch.clamp`, `torch.clip`, `torch.clamp_min`, `Tensor.clamp`, "
+                     "`Tensor.clip` or `Tensor.clamp_min` with a lower bound of +0 (the int 0 "
+                     "or 0.0, not -0.0 or a tensor) and no upper bound becomes `torch.relu`, "
+                     "which PyTorch computes bit for bit alike (relu is clamp_min(0) in ATen; "
+                     "tested over signed zeros, subnormals, infinities and NaNs in float32, "
+                     "float64, bfloat16 and float16); the spelling as written must give the "
+                     "same dtype, shape and values on the example inputs",
 }
 """The rewrite rules: name -> what it does and why it is safe (rendered in the docs)."""
 
@@ -147,6 +162,13 @@ def rewrite_graph(graph: torch.fx.Graph, modules: dict[str, nn.Module]
                 node.args = (node.args[0], (-1, *rest))
             _erase_unused(size)
             rewritten[node.name] = outcome
+    for node in list(graph.nodes):
+        outcome = clamp_relu_rewrite(node)
+        if outcome is not None:
+            node.meta[ORIGINAL] = (node.op, node.target, node.args, dict(node.kwargs))
+            node.op, node.target, node.args, node.kwargs = \
+                "call_function", torch.relu, (node.args[0],), {}
+            rewritten[node.name] = outcome
     return rewritten, refused  # tests/test_rewrites.py lints every rewritten graph
 
 
@@ -188,6 +210,16 @@ def static_batch_rewrite(node: torch.fx.Node) -> Rewritten | None:
         f"torch.reshape({node.args[0].name}, ({shown}))"
     return Rewritten(node.name, RULE_STATIC_BATCH, spelling, (
         f"the size is {node.args[0].name!r}'s own leading size, which -1 infers"))
+
+
+def clamp_relu_rewrite(node: torch.fx.Node) -> Rewritten | None:
+    """What `RULE_CLAMP_RELU` makes of `node` (nothing is changed): the Rewritten record for
+    a clamp at +0 without an upper bound (`clamping.relu_clamp_target`), else None."""
+    if not relu_clamp_target(node):
+        return None
+    what = f"Tensor.{node.target}" if node.op == "call_method" else _name(node.target)
+    return Rewritten(node.name, RULE_CLAMP_RELU, f"{what}(min=0)", (
+        "a clamp at +0 without an upper bound is torch.relu bit for bit"))
 
 
 def static_batch_user(size: torch.fx.Node) -> torch.fx.Node | None:

@@ -158,8 +158,6 @@ REJECTED_FUNCTIONS: dict[object, tuple[str, str, str]] = {
 """Functions the spec names and rejects outright, with their code, reason and hint."""
 
 _NOT_PIECEWISE_LINEAR = "not piecewise-linear ({}): NCET maps piecewise-linear operators only"
-_NOT_CANONICAL = ("piecewise-linear ({}) but not among NCET's canonical operators, and no "
-                  "rewrite maps it (docs/support-boundary.md)")
 _PADDING = ("padding is not among NCET's canonical operators: if it pads with zeros, the same "
             "on both sides, and a Conv2d follows, give that Conv2d the padding itself "
             "(padding=(p, p)); otherwise pad the input before it reaches the model")
@@ -173,8 +171,6 @@ UNSUPPORTED_HINTS: dict[object, str] = {
              "GetItem/Slice per piece; the batch axis stays whole)",
     "sum": "write x.mean(dim) * n, n the number of elements summed (Mean, then "
            "ElementwiseAffine): equal in exact arithmetic, rounded differently",
-    "clamp": _NOT_CANONICAL.format("clamping"),
-    torch.clamp: _NOT_CANONICAL.format("clamping"),
     torch.chunk: "take slices along the chunked dimension instead, e.g. x[:, a:b] for dim 1 (one "
              "GetItem/Slice per piece; the batch axis stays whole)",
     torch.sum: "write x.mean(dim) * n, n the number of elements summed (Mean, then "
@@ -182,10 +178,6 @@ UNSUPPORTED_HINTS: dict[object, str] = {
     F.pad: _PADDING,
     nn.ZeroPad2d: _PADDING,
     nn.ConstantPad2d: _PADDING,
-    F.relu6: _NOT_CANONICAL.format("ReLU6"),
-    nn.ReLU6: _NOT_CANONICAL.format("nn.ReLU6"),
-    F.hardtanh: _NOT_CANONICAL.format("Hardtanh"),
-    nn.Hardtanh: _NOT_CANONICAL.format("nn.Hardtanh"),
     torch.sigmoid: _NOT_PIECEWISE_LINEAR.format("sigmoid"),
     F.sigmoid: _NOT_PIECEWISE_LINEAR.format("sigmoid"),
     nn.Sigmoid: _NOT_PIECEWISE_LINEAR.format("nn.Sigmoid"),
@@ -194,4 +186,5 @@ UNSUPPORTED_HINTS: dict[object, str] = {
     nn.Tanh: _NOT_PIECEWISE_LINEAR.format("nn.Tanh"),
     operator.neg: "write x * -1 (an ElementwiseAffine) instead of -x",
 }
-"""Hints for common spellings outside the tables, keyed by callable or method name."""
+"""Hints for common spellings outside the tables, keyed by callable or method name (the
+clamps' hints depend on their bounds: frontend/clamping.py)."""

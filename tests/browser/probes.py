@@ -70,3 +70,9 @@ CHANGED = """([before, rows]) => {
   return root.querySelector('.ncet-count').textContent.trim() !== before
     && root.querySelectorAll('table.ncet-mapping tbody tr').length === rows;
 }"""
+
+# The graph canvas's open groups, in the SVG's order: each cluster's id (without "g:") and the
+# top of its frame on the page (the frames are drawn, and panned or zoomed, together, so their
+# order on the page is their order in the drawing).
+CLUSTER_TOPS = """(canvas) => [...canvas.querySelectorAll('g.cluster')].map(
+  (g) => [g.id.slice(2), g.querySelector('rect').getBoundingClientRect().top])"""
