@@ -17,10 +17,11 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from torch import nn
 
 import ncet
 from ncet.cli import main
-from ncet.cli.phrasing import CLI_PHRASES, cli_phrased
+from ncet.cli.phrasing import CLI_PHRASES, cli_phrased, cli_report
 
 PACKAGE = Path(ncet.__file__).resolve().parent
 
@@ -109,7 +110,9 @@ def test_each_hint_naming_the_api_names_a_flag_on_the_command_line(where, text):
 @pytest.mark.parametrize("pattern, _", CLI_PHRASES)
 def test_every_phrasing_is_used(pattern, _):
     """No dead rows: each phrasing matches some hint or error text of the package."""
-    texts = [t for _, t in user_texts()] + [
+    cut = ncet.diagnose(nn.Sequential(nn.Linear(4, 3), nn.Softmax(1)), (4,),
+                        cut_trailing=True)
+    texts = [t for _, t in user_texts()] + [r.message for r in cut.rows] + [
         "the verifier profile fixes the batch to 1; give batch=None or batch=1, not 3"]
     assert any(re.search(pattern, t) for t in texts), pattern
 
@@ -215,6 +218,17 @@ def test_the_command_names_its_flags(models, capsys, target, arguments, said, ap
     text = ncet_says(capsys, "inspect", f"phrasing_models.py:{target}", *arguments)
     assert said in text
     assert api not in text
+
+
+def test_stop_at_and_cut_trailing_are_named_as_flags(models, capsys):
+    text = ncet_says(capsys, "inspect", "phrasing_models.py:linear", "--input-shape", "4",
+                     "--stop-at", "fc")
+    assert "--stop-at 'fc' names no node" in text and "stop_at" not in text
+    assert "Give --stop-at a node name as the mapping table's node column shows it" in text
+    cut = cli_report(ncet.diagnose(nn.Sequential(nn.Linear(4, 3), nn.Softmax(1)), (4,),
+                                   cut_trailing=True))
+    assert cut.rows[-2].message == "cut: trailing nn.Softmax, --cut-trailing; not part of " \
+        "the GraphIR"
 
 
 def test_the_json_and_the_html_report_name_the_flags_too(models, capsys):

@@ -3,11 +3,11 @@
 NCET's hints are written for the Python API ("call model.eval() before converting", "e.g.
 convert(model, (3, 32, 32))", "or convert with rewrite=True"). Where a hint names a call or
 an argument the command has a flag for, the command shows the flag instead (`--eval`,
-`--input-shape 3,32,32`, `--rewrite`, `--batch N`, `--profile canonical`): `cli_phrased`
-rewrites one text by `CLI_PHRASES`, `cli_report` every reason and hint of a
-ConversionReport, and this module's `diagnose` is `ncet.diagnose` with its report phrased
-so. tests/test_cli_phrasing.py holds every hint of ncet/frontend and ncet/export that names
-an API call or argument to a phrasing here.
+`--input-shape 3,32,32`, `--rewrite`, `--stop-at`, `--cut-trailing`, `--batch N`, `--profile
+canonical`): `cli_phrased` rewrites one text by `CLI_PHRASES`, `cli_report` every reason,
+hint and cut node's message of a ConversionReport, and this module's `diagnose` is
+`ncet.diagnose` with its report phrased so. tests/test_cli_phrasing.py holds every hint of
+ncet/frontend and ncet/export that names an API call or argument to a phrasing here.
 """
 
 from __future__ import annotations
@@ -46,6 +46,11 @@ CLI_PHRASES: tuple[tuple[str, str], ...] = (
     (r"\bor convert with rewrite=True\b", "or add --rewrite"),
     (r"\(rewrite=False\)", "(without --rewrite)"),
     (r"\brewrite=True\b", "--rewrite"),
+    # stop_at= / cut_trailing=True: the --stop-at and --cut-trailing flags.
+    (r"\bgive stop_at an FX node name as diagnose's rows show it \(fx_name\)",
+     "give --stop-at a node name as the mapping table's node column shows it"),
+    (r"\bstop_at=", "--stop-at "),
+    (r"\bcut_trailing=True\b", "--cut-trailing"),
     # What the TARGET's own code must do (the command has no flag for it).
     (r"\braise the limit before converting\b", "raise the limit in the TARGET's module, "
                                                "before the model is built"),
@@ -60,6 +65,10 @@ CLI_PHRASES: tuple[tuple[str, str], ...] = (
 the specific ones first; `{flag}` is the input-shape flag of the side at hand. A replacement
 may be a function of the match (and the flag), as for `convert(model, (3, 32, 32))` ->
 `--input-shape 3,32,32`."""
+
+SPELLINGS = {"stop_at": "--stop-at"}
+"""An error's spelling that names an argument of the API (the error is about the argument,
+not a node): the flag that gave it."""
 
 _COMPILED = tuple((re.compile(pattern), replacement) for pattern, replacement in CLI_PHRASES)
 
@@ -84,7 +93,8 @@ def cli_error(error: ConversionError, flag: str = INPUT_SHAPE) -> ConversionErro
     """The same error (class, code, node, source) with its reason and hint phrased for the
     command line."""
     return type(error)(error.code, cli_phrased(error.reason, flag), node=error.node,
-                       fx_op=error.fx_op, spelling=error.spelling,
+                       fx_op=error.fx_op, spelling=SPELLINGS.get(error.spelling,
+                                                                 error.spelling),
                        hint=cli_phrased(error.hint, flag), location=error.location,
                        source_text=error.source_text)
 
@@ -95,10 +105,14 @@ def cli_report(report: ConversionReport, flag: str = INPUT_SHAPE) -> ConversionR
 
 
 def _row(row: Row, flag: str) -> Row:
-    if row.error is None:
-        return row
+    if row.error is None:  # a cut node's message says why it was cut
+        return dataclasses.replace(row, message=cli_phrased(row.message, flag)) \
+            if row.message else row
     error = cli_error(row.error, flag)
-    return dataclasses.replace(row, message=str(error), hint=error.hint, error=error)
+    source = dataclasses.replace(row.source, target=error.spelling) \
+        if row.source.target == row.error.spelling else row.source
+    return dataclasses.replace(row, source=source, message=str(error), hint=error.hint,
+                               error=error)
 
 
 def diagnose(model, *input_shapes, flag: str = INPUT_SHAPE, **options) -> ConversionReport:
