@@ -7,7 +7,8 @@ opens one, runs all its cells from the Run menu and works what it displays:
   changes the rows and the count to exactly that op_type's nodes (and one in the status filter
   to exactly the lifted nodes); its screenshot is artifacts/workbench.png.
 * workbench.ipynb, a `Workbench` of residual_cnn with its exactness check run (6 samples): a
-  clicked row is selected and its detail, beside the table, names it; a header sorts the rows
+  clicked row is selected and its detail, beside the table (in a 2000 px window), names it;
+  at 1400 px the detail goes below and the table shows every column; a header sorts the rows
   up, down, and back to graph order; a node clicked in the Graph tab (dragged into view) is
   selected there and in the Mapping and Exactness tabs, and a row clicked in the Mapping tab
   is selected in the graph, shown in the canvas's view; the Graph tab draws every module call
@@ -36,6 +37,7 @@ from pathlib import Path
 import pytest
 from ncet.widgets.frames import MAPPING_COLUMNS
 from ncet.widgets.graph_groups import ROOT, Groups
+from ncet.widgets.mapping import TABLE_BASIS
 from ncet.widgets.sorting import natural_key
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
@@ -55,6 +57,7 @@ from tests.browser.lab import (
 )
 from tests.browser.probes import CHANGED, CLUSTER_TOPS, CONTRAST, READ_TABLE
 from tests.browsers import chromium
+from tests.test_table_widths import CLIPPED_COLUMNS
 
 REPO = Path(__file__).resolve().parents[1]
 MAPPING_NOTEBOOK = REPO / "tests" / "browser" / "mapping_table.ipynb"
@@ -288,10 +291,25 @@ def test_the_mapping_table_filters_in_jupyterlab(lab, browser, report):
     assert SCREENSHOT.stat().st_size > 10_000
 
 
+@contextlib.contextmanager
+def window_width(page: Page, width: int) -> Iterator[None]:
+    """The window `width` px wide for the duration (JupyterLab relays its panels out)."""
+    page.set_viewport_size({"width": width, "height": VIEWPORT["height"]})
+    try:
+        yield
+    finally:
+        page.set_viewport_size(VIEWPORT)
+
+
+WIDE = 2000
+"""A window wide enough for the mapping table's box (`TABLE_BASIS`) and the node detail
+beside it, JupyterLab's side panel open."""
+
+
 def test_a_clicked_row_is_selected_and_its_detail_shows_beside_the_table(bench, lab, report):
     name = "block1_conv1"
     assert name in [r.fx_name for r in report.rows[:PAGE_SIZE]], "a row of the first page"
-    with recorded(bench, lab, "workbench-failure-row"):
+    with recorded(bench, lab, "workbench-failure-row"), window_width(bench, WIDE):
         show_tab(bench, "Mapping")
         bench.locator(f'{ROWS}[data-node="{name}"]').click()
         bench.locator(f'{ROWS}.ncet-selected[data-node="{name}"]').wait_for(timeout=CHANGE_MS)
@@ -303,6 +321,23 @@ def test_a_clicked_row_is_selected_and_its_detail_shows_beside_the_table(bench, 
         table, side = bench.locator(f"{TABLE} .ncet-table").bounding_box(), detail.bounding_box()
         assert side["x"] >= table["x"] + table["width"] - 1, (table, side)  # to its right
         assert side["y"] < table["y"] + table["height"], (table, side)  # beside, not below
+
+
+def test_at_1400_px_the_mapping_table_shows_every_column(bench, lab):
+    """Narrower than the table's box and the detail together, the detail goes below the
+    table, which keeps its width: no column is cut off (issue 31)."""
+    with recorded(bench, lab, "workbench-failure-width"), window_width(bench, 1400):
+        show_tab(bench, "Mapping")
+        box = bench.locator(f"{TABLE} .ncet-table")
+        box.scroll_into_view_if_needed()
+        bench.wait_for_timeout(CHANGE_MS // 10)
+        assert box.bounding_box()["width"] >= TABLE_BASIS - 1
+        assert bench.evaluate(CLIPPED_COLUMNS) == []
+        side = bench.locator(DETAIL).bounding_box()
+        table = box.bounding_box()
+        assert side["y"] >= table["y"] + table["height"] - 1, (table, side)  # below it
+        ARTIFACTS.mkdir(exist_ok=True)
+        box.screenshot(path=str(ARTIFACTS / "workbench-mapping-1400px.png"))
 
 
 def test_a_header_click_sorts_up_then_down_then_back_to_graph_order(bench, lab, report):

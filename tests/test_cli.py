@@ -17,8 +17,9 @@ import torch
 
 import ncet
 from ncet import check_exactness
-from ncet.cli import commands, main
+from ncet.cli import commands, main, progress
 from ncet.cli.parser import build_parser, input_shape
+from ncet.cli.phrasing import cli_report
 from ncet.cli.progress import ProgressBar
 from ncet.cli.records import dumps
 from ncet.examples import load_example
@@ -216,7 +217,7 @@ def test_inspect_prints_the_table_and_ends_with_the_verdict():
 
 def test_inspect_lists_every_problem_of_a_rejected_model():
     model, shapes = load_example("many_problems")
-    expected = ncet.diagnose(model, *shapes).errors
+    expected = cli_report(ncet.diagnose(model, *shapes)).errors  # hints name the flags
     result = run("inspect", "many_problems")
     assert result.returncode == 1
     assert f"{len(expected)} problem(s):" in result.stdout
@@ -292,15 +293,40 @@ def test_check_runs_in_the_default_chunks(monkeypatch, capsys, quiet):
         assert isinstance(seen[0]["progress"], ProgressBar) and "100%" in err
 
 
-def test_progress_bar_writes_a_line_per_tenth_off_a_terminal():
+def test_progress_bar_writes_one_line_off_a_terminal():
     stream = io.StringIO()
     bar = ProgressBar("checking", stream)
     for done in range(0, 101, 5):
         bar(done, 100)
+    bar(100, 100)  # a second "done" adds nothing
     lines = stream.getvalue().splitlines()
-    assert len(lines) == 11 and lines[0].startswith("checking [" + "." * 30 + "]   0%")
-    assert lines[5].startswith("checking [" + "#" * 15 + "." * 15 + "]  50%")
-    assert lines[-1].startswith("checking [" + "#" * 30 + "] 100%")
+    assert len(lines) == 1 and lines[0].startswith("checking [" + "#" * 30 + "] 100%")
+
+
+def test_progress_bar_off_a_terminal_writes_a_sparse_line_in_a_long_check(monkeypatch):
+    now = [0.0]
+    monkeypatch.setattr(progress.time, "monotonic", lambda: now[0])
+    stream = io.StringIO()
+    bar = ProgressBar("checking", stream)
+    for done in range(0, 101, 5):  # 20 steps of 10 s: 200 s
+        now[0] += 10.0
+        bar(done, 100)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 1 + 200 // int(progress.QUIET_SECONDS)  # one per 30 s, and the end
+    assert lines[0] == "checking [" + "#" * 3 + "." * 27 + "]  10% 30.0s"  # 30 s after start
+    assert lines[-1].startswith("checking [" + "#" * 30 + "] 100% 210.0s")
+
+
+def test_progress_bar_redraws_one_line_on_a_terminal():
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    stream = Terminal()
+    bar = ProgressBar("checking", stream)
+    for done in range(0, 101, 5):
+        bar(done, 100)
+    assert stream.getvalue().count("\r") == 21 and stream.getvalue().count("\n") == 1
 
 
 def test_check_json_reports_every_node(models, capsys):

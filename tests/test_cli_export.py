@@ -148,9 +148,12 @@ def test_the_file_is_written_valid_and_as_asked(tmp_path, capsys, target, option
     assert batch_dim(model) == batch
     assert [o.version for o in model.opset_import if o.domain == ""] == [opset]
     lines = out.splitlines()
+    wording = f"fixed batch size {batch}" if isinstance(batch, int) else \
+        f"symbolic batch size {batch}"
+    assert "batch axis" not in out  # "batch axis 1" read as "the batch is axis 1"
     assert lines[0].startswith(f"{target}: ") and lines[0].endswith("converts")
     assert lines[1].startswith(f"wrote {path}: ONNX opset {opset}, {profile} profile, "
-                               f"batch axis {batch}, {len(model.graph.node)} nodes")
+                               f"{wording}, {len(model.graph.node)} nodes")
     assert hashlib.sha256(path.read_bytes()).hexdigest() in lines[1]
 
 
@@ -368,7 +371,7 @@ def test_the_report_export_section_has_the_fields(models, capsys):
     about = dict(re.findall(r"<tr><th>([^<]*)</th><td><code>([^<]*)</code></td></tr>", export))
     assert about["profile"] == "verifier"
     assert about["opset"] == str(PROFILES["verifier"].default_opset)
-    assert about["batch axis"] == "1"
+    assert about["batch"] == "fixed batch size 1" and "batch axis" not in export
     ir = ncet.convert(sys.modules["export_models"].linear_bn(), (4,))
     model = ncet.to_onnx(ir, profile="verifier")
     assert about["ONNX nodes"] == str(len(model.graph.node))

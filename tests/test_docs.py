@@ -89,3 +89,27 @@ def test_every_notebook_assertion_says_what_it_checks():
             bare += [f"{path.name}: {ast.unparse(node)}" for node in ast.walk(ast.parse(code))
                      if isinstance(node, ast.Assert) and node.msg is None]
     assert not bare, bare
+
+
+NOTEBOOKS = DOCS.parent / "notebooks"
+
+
+def test_the_quickstart_points_to_every_other_notebook():
+    import json
+
+    cells = json.loads((NOTEBOOKS / "quickstart.ipynb").read_text())["cells"]
+    last = "".join(cells[-1]["source"])
+    assert last.startswith("Next: ")
+    others = sorted(p.name for p in NOTEBOOKS.glob("*.ipynb") if p.name != "quickstart.ipynb")
+    assert "onnx-export-for-verifiers.ipynb" in others
+    assert [n for n in others if f"`{n}`" not in last] == []
+
+
+def test_notebook_checkpoints_are_ignored_by_git():
+    import subprocess
+
+    for path in ("notebooks/.ipynb_checkpoints/quickstart-checkpoint.ipynb",
+                 ".ipynb_checkpoints/x-checkpoint.ipynb"):
+        result = subprocess.run(["git", "check-ignore", "-q", path], cwd=DOCS.parent,
+                                capture_output=True, timeout=60)
+        assert result.returncode == 0, f"{path} is not ignored"

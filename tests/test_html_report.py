@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 
 import ncet
+from ncet.cli.phrasing import cli_phrased
 from ncet.examples import load_example
 from ncet.ir import GraphIR
 from ncet.render import plots as exactness_plots
@@ -113,7 +114,8 @@ def test_a_rejected_model_gets_its_reasons_grouped_by_code(reports):
         group = group[:group.index("</div>")]
         assert row.fx_name in group and row.source_text  # the example's file is readable
         assert html.escape(f"{row.location} `{row.source_text}`") in group  # the line's code
-        assert html.escape(row.hint[1:]) in group  # shown as a sentence, capitalised
+        # shown as a sentence, capitalised, naming the command's flags (`ncet report` wrote it)
+        assert html.escape(cli_phrased(row.hint)[1:]) in group
     assert "rejected: 7 problem(s) in 11 FX nodes" in page
     assert "Not checked: the model does not convert" in section(page, "exactness")
     assert "<svg" not in page and 'id="arithmetic"' not in page

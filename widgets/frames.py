@@ -19,6 +19,7 @@ from ncet.render import (
     code_cell,
     escape,
     facts_html,
+    long_code_cell,
     node_constants,
     pill,
     quote_source,
@@ -167,12 +168,12 @@ MAPPING_TABLE = (
     Column("node", lambda r: mono(r.fx_name), key="fx_name"),
     Column("fx op", lambda r: text_cell(r.fx_op, "nowrap"), key="fx_op"),
     Column("spelling", lambda r: mono(r.spelling), key="spelling"),
-    Column("module", lambda r: mono(_module(r)), key="module_path"),
+    Column("module", lambda r: long_code_cell(_module(r)), key="module_path"),
     Column("op_type", lambda r: text_cell(r.op_type or "-", "nowrap"), key="op_type"),
-    Column("status", lambda r: cell(_status(r), "nowrap"), key="status"),
+    Column("status", lambda r: cell(_status(r)), key="status"),
     Column("shape", lambda r: cell(escape(r.shape or "-"), "mono shape"), key="shape"),
-    Column("constants", lambda r: text_cell(r.constants, "mono"), key="constants"),
-    Column("source", lambda r: mono(r.location), key="location"),
+    Column("constants", lambda r: long_code_cell(r.constants), key="constants"),
+    Column("source", lambda r: long_code_cell(r.location), key="location"),
 )
 """The mapping table's columns: one mapping-frame row each (its frame index is "#", the
 node's position in graph order); `key` is what a click on the header sorts by."""

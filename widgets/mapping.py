@@ -37,6 +37,12 @@ GRAPH_ORDER = ("#", True)
 CHOICES = 500
 """The most node names the chooser offers (any name may still be typed)."""
 
+TABLE_BASIS = 900
+"""The width in px the table's box asks for beside the node detail: the mapping table of a
+typical model fits it with every column shown (long sources and constants wrap); where the
+view is narrower than this plus the detail, the detail moves below the table (and takes the
+view's width) instead of squeezing it."""
+
 
 class MappingTable(StaticFallback, Paged, W.VBox):
     """Every FX node -> op_type with spelling, module, shape, constants and status.
@@ -139,9 +145,9 @@ class MappingTable(StaticFallback, Paged, W.VBox):
         filters = W.HBox([self.op_type, self.status, self.search], layout=wrap)
         pager = W.HBox([self.prev, self.page, self.next, self.page_size_control, self.count,
                         self.csv, self.csv_link], layout=wrap)
-        grid = W.VBox([self.table], layout=W.Layout(flex="1 1 560px", min_width="0"))
+        grid = W.VBox([self.table], layout=W.Layout(flex=f"1 1 {TABLE_BASIS}px", min_width="0"))
         side = W.VBox([self.node, self.message, self.detail],
-                      layout=W.Layout(flex="0 1 380px", min_width="280px",
+                      layout=W.Layout(flex="1 1 380px", min_width="280px",
                                       margin="0 0 0 12px"))
         side.add_class("ncet-side")
         body = W.HBox([grid, side], layout=W.Layout(flex_flow="row wrap",

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 
-from .. import check_exactness, diagnose, evaluate, load, save
+from .. import check_exactness, evaluate, load, save
 from ..errors import GraphIRFormatError
 from ..exactness.check import DEFAULT_SCALES
 from ..exactness.report import ExactnessReport
@@ -19,7 +19,7 @@ from ..examples import EXAMPLES, load_example
 from ..format.atomic import atomic_writer
 from ..frontend.report import ConversionReport
 from ..render import render_report, verdict
-from ..render.export_section import ExportFacts
+from ..render.export_section import ExportFacts, batch_text
 from .exporting import (
     EXPORT_OPTIONS,
     ExportOptionError,
@@ -27,6 +27,7 @@ from .exporting import (
     check_export_options,
     export_facts,
 )
+from .phrasing import diagnose  # ncet.diagnose, its hints naming the command's flags
 from .progress import ProgressBar
 from .records import (
     conversion_record,
@@ -154,8 +155,8 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _print_export(target: Target, report: ConversionReport, facts: ExportFacts) -> None:
     print(f"{target.text}: {report.summary()}")
-    print(f"wrote {facts.path}: ONNX opset {facts.opset}, {facts.profile} profile, batch axis "
-          f"{facts.batch_axis}, {facts.nodes} nodes ({facts.size:,} bytes, sha256 "
+    print(f"wrote {facts.path}: ONNX opset {facts.opset}, {facts.profile} profile, "
+          f"{batch_text(facts.batch_axis)}, {facts.nodes} nodes ({facts.size:,} bytes, sha256 "
           f"{facts.sha256})")
     print("nodes: " + ", ".join(f"{op} {n}" for op, n in facts.op_types))
     for _, lint in facts.lint:

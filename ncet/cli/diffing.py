@@ -6,10 +6,11 @@ import argparse
 import sys
 from pathlib import Path
 
-from .. import diagnose, load
+from .. import load
 from ..differences import compare
 from ..errors import GraphIRFormatError
 from ..ir import GraphIR
+from .phrasing import INPUT_SHAPE, diagnose
 from .records import document, dumps
 from .targets import TargetError, load_target
 from .terminal import name_text, shown_graphs
@@ -22,10 +23,12 @@ DESCRIPTION = (
     "then by position among the nodes of one op_type), each changed node's attributes and "
     "constants (shape, dtype, max |B - A|, bit-identical or not), the inputs and outputs. "
     "A and B are GraphIR files (.ncet, as written by `ncet convert`) or TARGETs, converted "
-    "as `ncet convert` converts them (--input-shape, --eval and --rewrite apply to each "
-    "TARGET). Exit status 0 when they are the same, 1 when they differ, 2 when A or B cannot "
-    "be compared (a usage error, a missing or malformed file, a model that does not "
-    "convert).")
+    "as `ncet convert` converts them (--eval and --rewrite apply to each TARGET). "
+    "--input-shape gives the per-sample input shapes of both TARGETs; when A and B take "
+    "different inputs, give A's with --input-shape-a and B's with --input-shape-b (each "
+    "replaces --input-shape for its side). Exit status 0 when they are the same, 1 when "
+    "they differ, 2 when A or B cannot be compared (a usage error, a missing or malformed "
+    "file, a model that does not convert).")
 
 
 class _Trouble(Exception):
@@ -43,7 +46,14 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("--input-shape", action="append", type=input_shape, default=[],
                          metavar="SHAPE", dest="input_shapes", help=(
                              "per-sample shape of one forward() argument of each TARGET, "
-                             "e.g. 3,32,32; repeat for several arguments"))
+                             "without the batch axis, e.g. 3,32,32; repeat for several "
+                             "arguments"))
+    for side in ("a", "b"):
+        command.add_argument(f"--input-shape-{side}", action="append", type=input_shape,
+                             default=[], metavar="SHAPE", dest=f"input_shapes_{side}", help=(
+                                 f"per-sample shape of one forward() argument of "
+                                 f"{side.upper()} alone, e.g. 3,32,32 (repeat for several "
+                                 f"arguments); replaces --input-shape for {side.upper()}"))
     command.add_argument("--eval", action="store_true",
                          help="call model.eval() on each TARGET before converting")
     command.add_argument("--rewrite", action="store_true",
@@ -59,14 +69,20 @@ def is_file(text: str) -> bool:
                                       and Path(text).is_file())
 
 
-def resolve(text: str, args: argparse.Namespace) -> GraphIR:
-    """The GraphIR one side names: loaded from its file, or converted from its TARGET.
+def resolve(text: str, args: argparse.Namespace, side: str = "a") -> GraphIR:
+    """The GraphIR one side ("a" or "b") names: loaded from its file, or converted from its
+    TARGET with that side's input shapes (`--input-shape-a`, else `--input-shape`).
 
     Raises:
         _Trouble: The file is missing or malformed, the TARGET cannot be loaded, or the
             model does not convert.
     """
+    own = getattr(args, f"input_shapes_{side}", [])
+    flag = f"{INPUT_SHAPE}-{side}"  # the hints name the side's own flag
     if is_file(text):
+        if own:
+            raise _Trouble(f"{flag} is for a TARGET, but {side.upper()} is the GraphIR file "
+                           f"{text!r}, which holds its own shapes: leave {flag} out")
         try:
             return load(text)
         except FileNotFoundError:
@@ -77,10 +93,10 @@ def resolve(text: str, args: argparse.Namespace) -> GraphIR:
         except OSError as error:
             raise _Trouble(f"cannot read {text!r}: {error.strerror or error}") from None
     try:
-        target = load_target(text, tuple(args.input_shapes), args.eval)
+        target = load_target(text, tuple(own or args.input_shapes), args.eval)
     except TargetError as error:
         raise _Trouble(str(error)) from None
-    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite)
+    report = diagnose(target.model, *target.input_shapes, rewrite=args.rewrite, flag=flag)
     if not report.ok:
         problems = "".join(f"\n- {row.message}" for row in report.errors)
         raise _Trouble(f"{text}: {report.summary()}; nothing to compare{problems}")
@@ -90,7 +106,7 @@ def resolve(text: str, args: argparse.Namespace) -> GraphIR:
 def run_diff(args: argparse.Namespace) -> int:
     """`ncet diff A B`: print the comparison; 0 same, 1 different, 2 trouble."""
     try:
-        a, b = resolve(args.a, args), resolve(args.b, args)
+        a, b = resolve(args.a, args, "a"), resolve(args.b, args, "b")
     except _Trouble as error:
         if args.json:
             print(dumps(document("diff", a=args.a, b=args.b, ok=False, error=str(error),

@@ -17,6 +17,7 @@ from ..exactness.check import DEFAULT_SCALES
 from ..exactness.report import ExactnessReport
 from ..ir import GraphIR
 from ..render.export_section import ExportFacts
+from .phrasing import cli_phrased
 from .progress import ProgressBar
 
 MAX_SAMPLES = 1_000_000
@@ -105,9 +106,10 @@ def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
     try:
         model = ncet.to_onnx(ir, path, **asked)
     except ExportError as error:
-        return ExportFacts(**asked, error=str(error), path=path)
+        return ExportFacts(**asked, error=cli_phrased(str(error)), path=path)
     except ValueError as error:  # an argument to_onnx does not take: the user's to change
-        raise ExportOptionError(f"{error} (--profile, --batch, --opset)") from error
+        raise ExportOptionError(f"{cli_phrased(str(error))} (--profile, --batch, --opset)") \
+            from error
     except OSError as error:
         raise ExportOptionError(f"cannot write {path!r}: {error.strerror or error}. Give a "
                                 "writable path, e.g. -o model.onnx") from error

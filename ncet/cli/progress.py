@@ -9,12 +9,16 @@ from typing import TextIO
 WIDTH = 30
 """Characters in the bar itself."""
 
+QUIET_SECONDS = 30.0
+"""Off a terminal, the least time between two lines before the last one."""
+
 
 class ProgressBar:
     """Callable as `progress(done, total)`; redraws one line on a terminal.
 
-    On a terminal the line is redrawn in place; elsewhere (CI logs, pipes) a line is written
-    only at each tenth of the way, so logs stay short.
+    On a terminal the line is redrawn in place; elsewhere (CI logs, pipes, a file) one line
+    is written when the work is done, and before that at most one line every
+    `QUIET_SECONDS`, so a long check still shows it is alive and a log stays short.
 
     Example:
         >>> ncet.check_exactness(model, ir, progress=ProgressBar("checking exactness"))
@@ -26,16 +30,23 @@ class ProgressBar:
         self.stream = getattr(stream, "trusted", stream)  # its own text: carriage returns kept
         self.start = time.monotonic()
         self.tty = self.stream.isatty()
-        self.last_tenth = -1
+        self.last_line = self.start
+        self.finished = False
 
     def __call__(self, done: int, total: int) -> None:
+        now = time.monotonic()
         fraction = done / total if total else 1.0
         filled = round(WIDTH * fraction)
         line = (f"{self.label} [{'#' * filled}{'.' * (WIDTH - filled)}] "
-                f"{int(100 * fraction):3d}% {time.monotonic() - self.start:.1f}s")
+                f"{int(100 * fraction):3d}% {now - self.start:.1f}s")
         if self.tty:
             self.stream.write("\r" + line + ("\n" if done >= total else ""))
-        elif int(fraction * 10) > self.last_tenth:
-            self.last_tenth = int(fraction * 10)
+        elif done >= total and not self.finished:
+            self.finished = True
             self.stream.write(line + "\n")
+        elif done < total and now - self.last_line >= QUIET_SECONDS:
+            self.last_line = now
+            self.stream.write(line + "\n")
+        else:
+            return
         self.stream.flush()

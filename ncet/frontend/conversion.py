@@ -19,6 +19,12 @@ def _check_shapes(input_shapes) -> tuple[tuple[int, ...], ...]:
     for shape in input_shapes:
         if isinstance(shape, int):
             shape = (shape,)
+        if hasattr(shape, "shape") and not isinstance(shape, (tuple, list, torch.Size)):
+            kind = "Tensor" if isinstance(shape, torch.Tensor) else \
+                f"{type(shape).__module__.partition('.')[0]}.{type(shape).__name__}"
+            raise ValueError(f"a per-sample input shape must be a tuple of positive ints, got a "
+                             f"{kind} of shape {list(shape.shape)}; pass its shape without the "
+                             "batch axis, e.g. tuple(x.shape[1:])")
         if not isinstance(shape, (tuple, list, torch.Size)) or not all(
                 isinstance(d, int) and not isinstance(d, bool) and 0 < d < 2**63 for d in shape):
             raise ValueError(f"a per-sample input shape must be a tuple of positive ints "

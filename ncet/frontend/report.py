@@ -50,6 +50,16 @@ class Row:
     module_type = property(lambda self: self.source.module_type, doc="The module's type.")
     location = property(lambda self: self.source.location, doc="file:line, or \"\".")
 
+    def __str__(self) -> str:
+        """The message a problem row carries (`print(report.errors[0])` reads as the error
+        does); for a row without a problem, what the node became, e.g. "node 'fc'
+        (call_module nn.Linear): mapped to Linear"."""
+        if self.message:
+            return self.message
+        made = f" to {self.op_type}" if self.op_type else ""
+        where = f" ({self.fx_op} {self.spelling})".rstrip() if self.fx_op else ""
+        return f"node {self.fx_name!r}{where}: {self.status}{made}"
+
 
 @dataclass(frozen=True)
 class ConversionReport:

@@ -35,6 +35,7 @@ from .tables import (
     escape,
     facts_html,
     header_html,
+    long_code_cell,
     number,
     number_cells,
     pill,
@@ -49,8 +50,8 @@ from .tables import (
 __all__ = [
     "COLORS", "Column", "REPORT_CSS", "VIEW_STYLE", "cell", "code_cell", "escape",
     "exactness_figure", "facts_html", "figure_png", "figure_svg", "header_html",
-    "matplotlib_available", "new_figure", "node_constants", "node_verdict", "number",
-    "number_cells", "op_colors", "output_error_figure", "output_verdict", "pill",
+    "long_code_cell", "matplotlib_available", "new_figure", "node_constants", "node_verdict",
+    "number", "number_cells", "op_colors", "output_error_figure", "output_verdict", "pill",
     "quote_source", "ratio_text", "reason_summary", "records_html", "render_report",
     "row_html", "rows_html", "scatter_figure", "sensitivity_figure", "sentence", "styled",
     "table_html", "text_cell", "verdict",

@@ -1,5 +1,6 @@
 """The styling of the rendered HTML: one table style (status pills, tinted problem rows,
-right-aligned numbers, cells that never wrap, compact rows, a scrolling container with a
+right-aligned numbers, names and numbers that never wrap, long code that wraps, headers that
+wrap at spaces when the table is narrow, compact rows, a scrolling container with a
 sticky header), shared by the report page and the notebook views, in theme-aware colours.
 
 The rules are written once, in `TABLE_RULES`, and scoped twice: unscoped in the report's
@@ -45,10 +46,10 @@ TABLE_RULES: tuple[tuple[str, str], ...] = (
     ("th, td", "text-align: left; padding: 2px 8px; border-bottom: 1px solid var(--ncet-line); "
                "vertical-align: top"),
     ("th", "background: var(--ncet-soft); position: sticky; top: 0; z-index: 1; "
-           "font-weight: 600; white-space: nowrap"),
-    ("td.num, th.num", "text-align: right; font-variant-numeric: tabular-nums; "
-                       "white-space: nowrap"),
-    ("td.mono, td.nowrap, td.shape", "white-space: nowrap"),
+           "font-weight: 600"),
+    ("td.num, th.num", "text-align: right; font-variant-numeric: tabular-nums"),
+    ("td.num, td.mono, td.nowrap, td.shape", "white-space: nowrap"),
+    ("td.mono.wrap", "white-space: normal; overflow-wrap: anywhere; min-width: 8ch"),
     ("td.mono, td code", "font-family: var(--ncet-mono)"),
     ("tr.problem td, tr.violated td", "background: var(--ncet-bad-tint)"),
     ("tr.root-cause td:first-child", "box-shadow: inset 3px 0 0 var(--ncet-bad)"),
@@ -56,8 +57,8 @@ TABLE_RULES: tuple[tuple[str, str], ...] = (
     ("tr.ncet-selected td", "background: var(--ncet-selected)"),
     ("th.ncet-sort", "cursor: pointer; user-select: none"),
     ("th.ncet-sort:hover", "color: var(--ncet-info)"),
-    ("th[aria-sort=ascending]::after", 'content: " \\25B2"; font-size: 9px'),
-    ("th[aria-sort=descending]::after", 'content: " \\25BC"; font-size: 9px'),
+    ("th[aria-sort=ascending]::after", 'content: "\\00A0\\25B2"; font-size: 9px'),
+    ("th[aria-sort=descending]::after", 'content: "\\00A0\\25BC"; font-size: 9px'),
     (".ncet-clickable tbody tr[data-node]", "cursor: pointer"),
     (".ncet-clickable tbody tr[data-node]:hover td", "background: var(--ncet-soft)"),
     (".pill", "display: inline-block; border-radius: 999px; padding: 0 8px; font-size: 11.5px; "
@@ -138,9 +139,13 @@ pre { white-space: pre-wrap; overflow-wrap: anywhere; background: var(--soft);
 table.compact { width: auto; min-width: 50%; }
 .finding { font-weight: 600; margin: 8px 0 4px; }
 .wide { overflow-x: auto; }
+.wide.bleed { width: min(100vw - 48px, 1640px); margin-left: calc(50% - min(50vw - 24px, 820px)); }
+.bleed th, .bleed td { padding: 2px 6px; }
 """
 """The report page's stylesheet: colours, tiles, the shared table style (`TABLE_RULES`),
-reason boxes."""
+reason boxes. A `.wide` box scrolls a table sideways; `.wide.bleed` (the 16-column per-node
+exactness table) also reaches beyond the text column to the window's width (up to 1640 px),
+with narrower cell padding, so that at 1400 px every column is on screen."""
 
 VIEW_SCOPE = ":is(.ncet-static, .ncet-view)"
 """The elements the views' rules apply in: static forms and live views."""
@@ -149,6 +154,7 @@ VIEW_CSS = (f"{VIEW_SCOPE} {{ {PALETTE} }}\n"
             f"body[data-jp-theme-name] {VIEW_SCOPE} {{ {THEMED} }}\n"
             + table_css(VIEW_SCOPE)
             + f"{VIEW_SCOPE} table {{ font-size: 12px; margin: 4px 0; }}\n"
+            f"{VIEW_SCOPE} :is(th, td) {{ padding: 2px 6px; }}\n"
             f"{VIEW_SCOPE} :is(td.mono, code) {{ font-size: 11.5px; }}\n"
             + f"{VIEW_SCOPE} .jupyter-widget-html-content {{ line-height: 18px; }}\n")
 """The views' stylesheet: the palette and `TABLE_RULES` under `.ncet-static` / `.ncet-view`

@@ -9,7 +9,16 @@ from ..exactness.report import ExactnessEntry, ExactnessReport, OutputEntry
 from ..exactness.report_view import consequences, names_text, ratio_text
 from . import plots
 from .facts import quote_source
-from .tables import Column, cell, escape, number, number_cells, records_html, text_cell
+from .tables import (
+    Column,
+    cell,
+    escape,
+    long_code_cell,
+    number,
+    number_cells,
+    records_html,
+    text_cell,
+)
 
 
 def _mono(value) -> str:
@@ -92,7 +101,7 @@ def node_columns(report: ExactnessReport) -> tuple[Column, ...]:
     return (
         Column("node", lambda e: _mono(e.name)),
         Column("op_type", lambda e: text_cell(e.op_type)),
-        Column("source", lambda e: _mono(quote_source(e.location, e.source_text))),
+        Column("source", lambda e: long_code_cell(quote_source(e.location, e.source_text))),
         *_numbers(("local max err", "local_max_error"), ("local bound", "local_bound"),
                   ("local ratio", "local_ratio"), ("ulps", "local_ulps"),
                   ("sensitivity", "sensitivity"), ("suspicion", "suspicion"),
@@ -177,5 +186,5 @@ def _nodes(exactness: ExactnessReport) -> str:
             "that never changes the verdict (above 1: suspicious); "
             "e2e bound / |value|: the largest end-to-end bound over the largest |value| "
             "(1 or more: vacuous).</p>\n"
-            '<div class="wide">' + _table(exactness.entries, node_columns(exactness), "",
+            '<div class="wide bleed">' + _table(exactness.entries, node_columns(exactness), "",
                                           _row_class(exactness)) + "</div>\n")

@@ -10,7 +10,16 @@ from typing import Any
 
 from ..exactness.report import ExactnessEntry, ExactnessReport
 from .facts import quote_source
-from .tables import Column, cell, escape, facts_html, number_cells, records_html, text_cell
+from .tables import (
+    Column,
+    cell,
+    escape,
+    facts_html,
+    long_code_cell,
+    number_cells,
+    records_html,
+    text_cell,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,6 +87,17 @@ class ExportFacts:
         return "ok", f"exported to ONNX ({self.profile} profile){checked}"
 
 
+def batch_text(batch_axis: int | str | None) -> str:
+    """An ONNX file's batch dimension in words: "fixed batch size 1" for a fixed size,
+    "symbolic batch size N" for a symbolic one ("none" for a file without inputs), never
+    "batch axis 1", which reads as if the batch were axis 1."""
+    if batch_axis is None:
+        return "none"
+    if isinstance(batch_axis, int):
+        return f"fixed batch size {batch_axis}"
+    return f"symbolic batch size {batch_axis}"
+
+
 OP_TYPE_COLUMNS = (
     Column("ONNX op type", lambda p: text_cell(p[0], "mono")),
     Column("nodes", lambda p: cell(str(p[1]), "num"), numeric=True),
@@ -103,7 +123,7 @@ FINDING_COLUMNS = (
 CHECK_COLUMNS = (
     Column("node", lambda e: text_cell(e.name, "mono")),
     Column("op_type", lambda e: text_cell(e.op_type)),
-    Column("source", lambda e: text_cell(quote_source(e.location, e.source_text), "mono")),
+    Column("source", lambda e: long_code_cell(quote_source(e.location, e.source_text))),
     Column("local ratio", lambda e: number_cells(e.local_ratio), numeric=True),
     Column("e2e ratio", lambda e: number_cells(e.e2e_ratio), numeric=True),
     Column("violations", lambda e: cell(str(e.local_violations + e.e2e_violations), "num"),
@@ -127,7 +147,7 @@ def export_html(facts: ExportFacts) -> str:
                        "an export that could compute something else than the GraphIR is "
                        "refused (docs/export.md).</p>\n</section>")
     about = [("profile", facts.profile), ("opset", facts.opset),
-             ("batch axis", facts.batch_axis), ("ONNX nodes", facts.nodes),
+             ("batch", batch_text(facts.batch_axis)), ("ONNX nodes", facts.nodes),
              ("bytes", f"{facts.size:,}"), ("sha256", facts.sha256)]
     if facts.path is not None:
         about.insert(0, ("file", facts.path))

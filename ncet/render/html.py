@@ -21,6 +21,7 @@ from .tables import (
     Column,
     cell,
     escape,
+    long_code_cell,
     pill,
     records_html,
     sentence,
@@ -170,7 +171,7 @@ def _reason_text(row: Row) -> str:
 REASON_COLUMNS = (
     Column("node", lambda r: _mono(r.fx_name)),
     Column("spelling", lambda r: _mono(r.spelling)),
-    Column("source", lambda r: _mono(quote_source(r.location, r.source_text) or "-")),
+    Column("source", lambda r: long_code_cell(quote_source(r.location, r.source_text) or "-")),
     Column("problem", lambda r: text_cell(sentence(_reason_text(r)))),
     Column("what to do", lambda r: text_cell(sentence(r.hint), "hint")),
 )
@@ -181,11 +182,11 @@ MAPPING_COLUMNS = (
     Column("node", lambda p: _mono(p[1].fx_name)),
     Column("fx op", lambda p: text_cell(p[1].fx_op)),
     Column("spelling", lambda p: _mono(p[1].spelling)),
-    Column("module", lambda p: _mono(_module(p[1]))),
+    Column("module", lambda p: long_code_cell(_module(p[1]))),
     Column("op_type", lambda p: text_cell(p[1].op_type or "-")),
     Column("status", lambda p: cell(_status(p[1]))),
     Column("shape", lambda p: _mono("" if p[1].shape is None else str(list(p[1].shape)))),
-    Column("source", lambda p: _mono(p[1].location)),
+    Column("source", lambda p: long_code_cell(p[1].location)),
 )
 """The mapping table: one (position, Row) per FX node."""
 

@@ -4,7 +4,8 @@ table from its columns, shared by the HTML report and the notebook views.
 A table is declared as a tuple of `Column`s (its header and how a record fills its cell), so
 the report's tables and the views' tables differ only in their declarations. Both use the
 same cell classes, styled once by `ncet.render.css.TABLE_RULES`: `num` (right-aligned,
-tabular, never wrapped), `mono` (code, never wrapped: names, spellings, shapes), `pill`
+tabular, never wrapped), `mono` (code, never wrapped: names, spellings, shapes), `mono wrap`
+(long code that wraps: source lines, lists of constants, modules), `pill`
 (a status), and the row classes `problem` / `violated` (tinted) and `ncet-selected`.
 """
 
@@ -52,6 +53,13 @@ def text_cell(value: Any, cls: str = "") -> str:
 def mono_cell(value: Any) -> str:
     """A `<td class="mono">` of escaped text: code that never wraps (names, spellings)."""
     return cell(escape(value), "mono")
+
+
+def long_code_cell(value: Any) -> str:
+    """A `<td class="mono wrap">` of escaped text: long code (a source line, a list of
+    constants, a module with its type) that wraps at spaces, and inside a name only when the
+    table would not fit its box otherwise."""
+    return cell(escape(value), "mono wrap")
 
 
 def shape_cell(shape: Sequence[int] | str | None) -> str:
