@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 import torch
 
 # op_type -> (number of graph inputs or None for "one or more", {attribute: kind}).
@@ -109,17 +110,22 @@ class Source:
 
 def same_value(x: Any, y: Any) -> bool:
     """Two attribute values are the same data: of the same type (a tuple and a list alike,
-    an int not a float or a bool), floats bit for bit (a NaN equals itself, and only a NaN
-    of its payload; -0.0 is not 0.0), inside lists, tuples and dicts too."""
+    as in a file and to `evaluate`; an int not a float or a bool; a NumPy floating scalar and
+    a float alike), floats bit for bit as float64 (a NaN equals itself, and only a NaN of its
+    payload; -0.0 is not 0.0), inside lists, tuples and dicts too."""
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
         return len(x) == len(y) and all(map(same_value, x, y))
+    if isinstance(x, _FLOATS) or isinstance(y, _FLOATS):
+        return isinstance(x, _FLOATS) and isinstance(y, _FLOATS) and \
+            struct.pack("<d", float(x)) == struct.pack("<d", float(y))
     if type(x) is not type(y):
         return False
-    if type(x) is float:
-        return struct.pack("<d", x) == struct.pack("<d", y)
     if isinstance(x, dict):
         return x.keys() == y.keys() and all(same_value(x[k], y[k]) for k in x)
     return x == y
+
+
+_FLOATS = (float, np.floating)
 
 
 @dataclass(frozen=True, slots=True)
