@@ -49,6 +49,15 @@ OP_SCHEMAS: Mapping[str, tuple[int | None, Mapping[str, str]]] = MappingProxyTyp
 })
 """Every canonical op_type with its arity and attribute schema (documented in docs/ir.md)."""
 
+OPTIONAL_ATTRS: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "Output": MappingProxyType({"cut": "cut"}),
+})
+"""Per op_type, the attributes a node may leave out, with their kinds (absent when unused, so
+a GraphIR without them reads, hashes and saves as before). Output's `cut` (kind "cut": a
+non-empty list of [FX node name, why] pairs of strings): the model's operations a GraphIR
+cut short by `convert(stop_at=..., cut_trailing=...)` leaves out; `check_exactness` accepts
+exactly these missing, and no other (docs/ir.md, "Cutting a model short")."""
+
 CONSTANT_ATTRS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     op_type: tuple(k for k, kind in schema.items() if kind.startswith("const"))
     for op_type, (_, schema) in OP_SCHEMAS.items()})
@@ -94,6 +103,12 @@ INPUT_RANKS: Mapping[str, tuple[int, ...]] = MappingProxyType({
 })
 """The per-sample ranks of the input an op_type accepts, as `convert` requires them (other
 op_types take any rank)."""
+
+
+def declared_cut(ir: GraphIR) -> dict[str, str]:
+    """The model's operations the GraphIR declares it leaves out (its Output node's `cut`),
+    FX node name -> why, in graph order; empty for a GraphIR of the whole model."""
+    return {name: why for name, why in ir.nodes[-1].attrs.get("cut", ())}
 
 
 @dataclass(frozen=True, slots=True)
@@ -155,7 +170,9 @@ class IRNode:
         assert isinstance(self.inputs, tuple), "IRNode.inputs must be a tuple"
         arity, schema = OP_SCHEMAS[self.op_type]
         assert arity is None or len(self.inputs) == arity, (self.name, self.inputs)
-        assert set(self.attrs) == set(schema), (self.name, sorted(self.attrs), sorted(schema))
+        optional = OPTIONAL_ATTRS.get(self.op_type, {})
+        assert set(schema) <= set(self.attrs) <= set(schema) | set(optional), (
+            self.name, sorted(self.attrs), sorted(schema), sorted(optional))
         object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
 
     def __eq__(self, other: object) -> bool:

@@ -58,6 +58,7 @@ class NodeChecks:
         self.stats = {name: NodeStats() for name in self.ir_nodes}
         self.outputs = [NodeStats() for _ in ir.outputs]
         self.traced_differs = False
+        self.cut_reasons: dict[str, str] = {}  # the model's nodes a GraphIR cut short leaves out
         self.samplers: dict[str, ElementSampler] = {}
         self.output_samplers: dict[str, ElementSampler] = {}
         self.scratch = Scratch()
@@ -217,4 +218,4 @@ class NodeChecks:
             self.traced_differs,
             MappingProxyType({k: s.freeze() for k, s in self.samplers.items()}),
             MappingProxyType({k: s.freeze() for k, s in self.output_samplers.items()}),
-            self.runtime)
+            self.runtime, MappingProxyType(dict(self.cut_reasons)))

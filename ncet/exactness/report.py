@@ -14,7 +14,14 @@ from ..errors import quote_source
 from .arithmetic import FLUSH_VERDICT, SUSPICION_LAMBDA, ArithmeticModel
 from .blame import Blame, trace_violations
 from .entries import STATUSES, ExactnessEntry, OutputEntry, vacuous
-from .report_view import consequences, ratio_text, repr_html, styled_frame, text_table
+from .report_view import (
+    consequences,
+    names_text,
+    ratio_text,
+    repr_html,
+    styled_frame,
+    text_table,
+)
 
 __all__ = ["OUTPUT_ERROR_SAMPLE_SIZE", "STATUSES", "VALUE_SAMPLE_SIZE", "ExactnessEntry",
            "ExactnessReport", "OutputEntry", "vacuous"]
@@ -51,6 +58,10 @@ class ExactnessReport:
             read with `output_error_sample`.
         runtime: What computed the values checked: "PyTorch" (`check_exactness`), or
             another runtime (`check_onnx`: "onnxruntime <version>").
+        cut: For a GraphIR cut short (`convert(stop_at=..., cut_trailing=...)`), the model's
+            operations it leaves out, FX node name -> why (its Output node's `cut`): its
+            outputs were checked against the model's values at the cut, not the model's
+            outputs. Empty when the whole model was checked.
     """
 
     entries: tuple[ExactnessEntry, ...]
@@ -66,6 +77,7 @@ class ExactnessReport:
     output_samples: Mapping[str, tuple[torch.Tensor, ...]] = field(
         default_factory=_no_samples, repr=False, compare=False)
     runtime: str = "PyTorch"
+    cut: Mapping[str, str] = field(default_factory=_no_samples)
 
     def value_sample(self, node_name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """PyTorch's values and the float64 end-to-end reference values of one IR node at up
@@ -356,6 +368,8 @@ class ExactnessReport:
                 f"; first output {self.unchecked[0]!r}" if self.unchecked else ""
             verdict = (f"NOT CERTIFIED: {len(self.unchecked)} node(s) or output(s) could not "
                        f"be checked{where}")
+        if self.cut:
+            verdict += f"; {self.cut_text()}"
         if self.arithmetic.flush:
             verdict += f"; {FLUSH_VERDICT}"
         if not self.arithmetic.certified and not verdict.startswith("NOT CERTIFIED"):
@@ -372,6 +386,19 @@ class ExactnessReport:
                          f"{SUSPICION_LAMBDA:g}): {', '.join(map(repr, self.suspicious))}; "
                          f"largest {worst.suspicion:.3g} at {worst.name!r}")
         return "\n".join(lines)
+
+    def cut_text(self) -> str:
+        """What the outputs were checked against when the GraphIR is cut short: "checked
+        against the model's values at the cut: softmax cut (trailing nn.Softmax,
+        cut_trailing=True)" ("" for the whole model)."""
+        if not self.cut:
+            return ""
+        by_reason: dict[str, list[str]] = {}
+        for name, why in self.cut.items():
+            by_reason.setdefault(why, []).append(name)
+        parts = [f"{names_text(names)} cut ({why})" for why, names in by_reason.items()]
+        return ("checked against the model's values at the cut, not its outputs: "
+                + "; ".join(parts))
 
     def table(self) -> str:
         """Per-node text table: op_type, and per check the error and the bound at the element

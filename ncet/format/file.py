@@ -12,7 +12,7 @@ from types import MappingProxyType
 import torch
 
 from ..errors import GraphIRFormatError
-from ..ir import OP_SCHEMAS, GraphIR, IRNode, Source
+from ..ir import OP_SCHEMAS, OPTIONAL_ATTRS, GraphIR, IRNode, Source
 from .atomic import atomic_writer
 from .budget import budget_for
 from .consistency import check_consistency
@@ -319,7 +319,9 @@ def _build(nodes: list[dict], constants: dict[str, torch.Tensor]) -> GraphIR:
             n = nodes.pop()
             built.append(IRNode(
                 name=n["name"], op_type=n["op_type"], inputs=tuple(n["inputs"]),
-                attrs={k: n["attrs"][k] for k in OP_SCHEMAS[n["op_type"]][1]},
+                attrs={k: n["attrs"][k] for k in (*OP_SCHEMAS[n["op_type"]][1],
+                                                  *OPTIONAL_ATTRS.get(n["op_type"], ()))
+                       if k in n["attrs"]},
                 shape=None if n["shape"] is None else tuple(n["shape"]), dtype=n["dtype"],
                 source=Source(**n["source"])))
         return GraphIR(tuple(built), constants)
