@@ -109,6 +109,10 @@ class NodeChecks:
             stats.note(f"dtype: the IR records {node.dtype}, {self.runtime} computes "
                        f"{computed}")
             stats.local.violate()
+        if tuple(torch_value.shape[1:]) != tuple(node.shape):  # the record's own claim
+            self.flag(node.name, f"structure: the IR declares per-sample shape "
+                                 f"{list(node.shape)}, {self.runtime} computes "
+                                 f"{list(torch_value.shape[1:])}")
         visit = _Visit(NodeInputs(node, raw, ins, torch_value.dtype, t.shape), stats, t)
         try:
             bound = self.bounds.local(visit.at)
