@@ -14,14 +14,7 @@ from ..errors import quote_source
 from .arithmetic import FLUSH_VERDICT, SUSPICION_LAMBDA, ArithmeticModel
 from .blame import Blame, trace_violations
 from .entries import STATUSES, ExactnessEntry, OutputEntry, vacuous
-from .report_view import (
-    consequences,
-    names_text,
-    ratio_text,
-    repr_html,
-    styled_frame,
-    text_table,
-)
+from .report_view import consequences, cut_text, ratio_text, repr_html, styled_frame, text_table
 
 __all__ = ["OUTPUT_ERROR_SAMPLE_SIZE", "STATUSES", "VALUE_SAMPLE_SIZE", "ExactnessEntry",
            "ExactnessReport", "OutputEntry", "vacuous"]
@@ -369,7 +362,7 @@ class ExactnessReport:
             verdict = (f"NOT CERTIFIED: {len(self.unchecked)} node(s) or output(s) could not "
                        f"be checked{where}")
         if self.cut:
-            verdict += f"; {self.cut_text()}"
+            verdict += f"; {cut_text(self.cut)}"
         if self.arithmetic.flush:
             verdict += f"; {FLUSH_VERDICT}"
         if not self.arithmetic.certified and not verdict.startswith("NOT CERTIFIED"):
@@ -386,19 +379,6 @@ class ExactnessReport:
                          f"{SUSPICION_LAMBDA:g}): {', '.join(map(repr, self.suspicious))}; "
                          f"largest {worst.suspicion:.3g} at {worst.name!r}")
         return "\n".join(lines)
-
-    def cut_text(self) -> str:
-        """What the outputs were checked against when the GraphIR is cut short: "checked
-        against the model's values at the cut: softmax cut (trailing nn.Softmax,
-        cut_trailing=True)" ("" for the whole model)."""
-        if not self.cut:
-            return ""
-        by_reason: dict[str, list[str]] = {}
-        for name, why in self.cut.items():
-            by_reason.setdefault(why, []).append(name)
-        parts = [f"{names_text(names)} cut ({why})" for why, names in by_reason.items()]
-        return ("checked against the model's values at the cut, not its outputs: "
-                + "; ".join(parts))
 
     def table(self) -> str:
         """Per-node text table: op_type, and per check the error and the bound at the element
