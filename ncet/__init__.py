@@ -88,31 +88,36 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     inputs) and end to end (against the float64 reference run from the inputs, with error
     radii carried); the file's graph outputs are held to the reference too. Before any
     number, the file is compared with this GraphIR's export in the file's own profile, batch
-    and opset (`to_onnx` is deterministic): a node, initializer or output that differs is a
-    violation at the IR node it belongs to, and what no IR node owns (an added node, a local
-    function) at every returned node. onnxruntime's arithmetic is probed in its kernels
-    (docs/exactness.md §6). Needs the `onnx` extra.
+    and opset (`to_onnx` is deterministic): a node, initializer, value_info entry or output
+    that differs is a violation at the IR node it belongs to, and what no IR node owns (an
+    added node, a local function) at every returned node. onnxruntime must load the file as
+    given, not only the copy with every value exposed. onnxruntime's arithmetic is probed in
+    its kernels (docs/exactness.md §6). Needs the `onnx` extra.
 
     Args:
         ir: The GraphIR the file was exported from (`to_onnx`).
         onnx_model: The onnx.ModelProto, or the path of the file.
         *inputs: Batched inputs; generated as `check_exactness` generates them when omitted.
             A file with a fixed batch size (`batch=1`, the verifier profile) is run in
-            batches of that size.
+            batches of that size; generated samples are rounded up to whole batches.
+            Inputs that require grad are detached.
         samples_per_scale, seed, local, end_to_end, progress, keep_samples: As in
             `check_exactness`.
-        threads: onnxruntime's intra-op threads (0: its default, one per core).
+        threads: onnxruntime's intra-op threads, an int (0: its default, one per core).
 
     Returns:
         An ExactnessReport (`.ok`, `.first_violation`, `.runtime` "onnxruntime <version>").
 
     Raises:
-        ValueError: The file's inputs or outputs are not the GraphIR's, the file is not an
-            ONNX model onnxruntime can load, or the inputs do not match the IR.
+        ValueError: The file's inputs or outputs are not the GraphIR's, the inputs do not
+            match the IR or do not split into the file's fixed batch, `threads` is negative,
+            or a GraphIR without operator nodes is given a file that is not its export.
         ncet.export.onnx_file.ONNXFileError: (a ValueError) The file does not parse, its
-            external data cannot be read, or it defines a name twice (two initializers, a
-            graph input over an initializer, ...): `.code`, `.name`, `.entries`.
-        TypeError: `ir` is not a GraphIR, or `onnx_model` neither a ModelProto nor a path.
+            external data cannot be read, it defines a name twice (two initializers, a
+            graph input over an initializer, ...), or onnxruntime cannot load it as given
+            (`onnx-unloadable`) or run it (`onnx-run-failed`): `.code`, `.name`, `.entries`.
+        TypeError: `ir` is not a GraphIR, `onnx_model` neither a ModelProto nor a path, or
+            `threads` not an int.
         ImportError: onnx or onnxruntime is not installed.
 
     Example:

@@ -414,3 +414,95 @@ def test_a_two_class_verifier_export_is_checked_one_sample_per_run():
     report = ncet.check_onnx(ir, ncet.to_onnx(ir, profile="verifier"), samples_per_scale=25)
     assert report.samples > 64 and report.ok, report.summary()
     assert ncet.check_exactness(model, ir, chunk_size=1, samples_per_scale=25).ok
+
+
+class Passthrough(nn.Module):
+    def forward(self, x):
+        return x
+
+
+def test_a_graph_without_operator_nodes_is_compared_with_its_export():
+    # the file's Identity rewired through an added Max(x, -1e30): the samples never reach
+    # -1e30, so only the comparison with the export can refuse it, and there is no operator
+    # node to hold the fault
+    ir = ncet.convert(Passthrough(), (4,))
+    exported = ncet.to_onnx(ir)
+    assert ncet.check_onnx(ir, exported, samples_per_scale=2).ok
+    out = exported.graph.output[0].name
+    exported.graph.node[0].output[0] = "pre"
+    exported.graph.initializer.append(numpy_helper.from_array(np.float32(-1e30), "floor"))
+    exported.graph.node.append(helper.make_node("Max", ["pre", "floor"], [out]))
+    with pytest.raises(ValueError, match="no operator node to hold the fault.*Max node"):
+        ncet.check_onnx(ir, exported, samples_per_scale=2)
+
+
+def _value_info(m, name):
+    return next(v for v in m.graph.value_info if v.name == name)
+
+
+def test_a_value_info_entry_that_is_not_the_exports_is_a_fault_at_its_node():
+    ir = _small()
+    exported = ncet.to_onnx(ir)
+    exported.graph.value_info.remove(_value_info(exported, "relu"))  # onnxruntime loads it
+    report = ncet.check_onnx(ir, exported, samples_per_scale=2)
+    assert not report.ok and report.first_violation.name == "relu"
+    assert "value_info entry 'relu' is missing" in report.first_violation.note
+
+
+def test_a_file_onnxruntime_cannot_load_as_given_is_refused():
+    # a graph output declared for every IR node overrides the value_info in the check's
+    # copy: the file itself must load
+    from ncet.export.onnx_file import ONNXFileError
+
+    ir = _small()
+    exported = ncet.to_onnx(ir)
+    _value_info(exported, "relu").type.tensor_type.elem_type = TensorProto.DOUBLE
+    with pytest.raises(ONNXFileError, match="cannot load the file: .*value_info entry 'relu'"
+                       ) as caught:
+        ncet.check_onnx(ir, exported, samples_per_scale=2)
+    assert caught.value.code == "onnx-unloadable"
+
+
+class ReluReshape(nn.Module):
+    def forward(self, x):
+        return torch.relu(x).reshape(-1, 8)
+
+
+def test_a_file_onnxruntime_cannot_run_is_refused_at_its_node():
+    from ncet.export.onnx_file import ONNXFileError
+
+    ir = ncet.convert(ReluReshape(), (2, 4))
+    exported = ncet.to_onnx(ir)
+    shape = next(t for t in exported.graph.initializer if t.name == "reshape/shape")
+    shape.CopyFrom(numpy_helper.from_array(np.array([0, 5], np.int64), shape.name))
+    with pytest.raises(ONNXFileError, match="cannot run the file at IR node 'reshape'.*"
+                       "initializer 'reshape/shape'") as caught:
+        ncet.check_onnx(ir, exported, samples_per_scale=2)
+    assert caught.value.code == "onnx-run-failed" and caught.value.name == "reshape"
+
+
+def test_inputs_that_require_grad_are_checked_as_check_exactness_checks_them():
+    model, ir = _two_class()
+    x = torch.randn(6, 4, requires_grad=True)
+    assert ncet.check_exactness(model, ir, x).ok
+    report = ncet.check_onnx(ir, ncet.to_onnx(ir), x)
+    assert report.ok and report.samples == 6, report.summary()
+
+
+def test_generated_samples_are_rounded_up_to_the_files_fixed_batch():
+    _, ir = _two_class()
+    exported = ncet.to_onnx(ir, batch=5)
+    report = ncet.check_onnx(ir, exported)  # 3 scales x 32 = 96 samples: rounded up to 105
+    assert report.ok and report.samples == 105, report.summary()
+    report = ncet.check_onnx(ir, exported, samples_per_scale=4)
+    assert report.ok and report.samples == 15, report.summary()
+    with pytest.raises(ValueError, match="7 samples do not split into batches of 5"):
+        ncet.check_onnx(ir, exported, torch.randn(7, 4))
+
+
+@pytest.mark.parametrize(("threads", "error"), [(1.5, TypeError), ("2", TypeError),
+                                                (True, TypeError), (-1, ValueError)])
+def test_a_thread_count_that_is_no_count_is_refused(threads, error):
+    _, ir = _two_class()
+    with pytest.raises(error, match=f"threads={threads!r}"):
+        ncet.check_onnx(ir, ncet.to_onnx(ir), samples_per_scale=1, threads=threads)

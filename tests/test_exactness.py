@@ -529,3 +529,118 @@ def test_the_float32_route_keeps_radii_below_the_smallest_normal_under_flushing(
         assert bool((up[1:] >= tiny * 2.0 ** exponent).all())
     gradual = round_up_to_float32(radii, flush=False).double()
     assert bool((gradual >= radii).all()) and 0 < float(gradual[2]) < tiny
+
+
+# --- hooks: code the model runs that the GraphIR does not have -------------------------------
+class _HookNet(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.l1 = nn.Linear(4, 4)
+        self.block = nn.Sequential(nn.ReLU(), nn.Linear(4, 3))
+        self.unused = nn.Linear(4, 4)
+
+    def forward(self, x):
+        return self.block(self.l1(x))
+
+
+def _zero_above_1e7(module, args, out):
+    """Changes the output only where |value| > 1e7: never on the generated samples."""
+    return torch.where(out.abs() > 1e7, torch.zeros_like(out), out)
+
+
+def _noop_pre(module, args):
+    return None
+
+
+def _noop_kwargs(module, args, kwargs, out):
+    return None
+
+
+# (id, register a hook on the model, the note's words, where: a node or None for the outputs)
+HOOK_CASES = [
+    ("forward-hook-on-leaf-off-samples",
+     lambda m: m.l1.register_forward_hook(_zero_above_1e7),
+     "a forward hook on module 'l1', _zero_above_1e7", "l1"),
+    ("pre-hook-on-leaf", lambda m: m.block[1].register_forward_pre_hook(_noop_pre),
+     "a forward pre-hook on module 'block.1', _noop_pre", "block_1"),
+    ("hook-on-traced-through-module", lambda m: m.block.register_forward_hook(_zero_above_1e7),
+     "a forward hook on module 'block', _zero_above_1e7", None),
+    ("hook-on-the-model", lambda m: m.register_forward_hook(_noop_kwargs, with_kwargs=True),
+     "a forward hook on the model itself, _noop_kwargs", None),
+    ("global-forward-hook",
+     lambda m: nn.modules.module.register_module_forward_hook(_zero_above_1e7),
+     "a forward hook registered for every module", None),
+    ("global-pre-hook", lambda m: nn.modules.module.register_module_forward_pre_hook(_noop_pre),
+     "a forward pre-hook registered for every module", None),
+]
+
+
+@pytest.mark.parametrize("register, words, node", [c[1:] for c in HOOK_CASES],
+                         ids=[c[0] for c in HOOK_CASES])
+def test_any_hook_leaves_the_check_not_certified(register, words, node):
+    """A hook is not part of the GraphIR, and what it does off the samples is unknown: the
+    report is NOT CERTIFIED, with a note naming the module and the hook (at a leaf's node, or
+    at the outputs), and never reads exact. The hook stays registered and is not run by
+    convert."""
+    from tests.test_no_mutation import assert_same, snapshot
+
+    torch.manual_seed(0)
+    model = _HookNet().eval()
+    handle = register(model)
+    try:
+        before = snapshot(model)
+        ir = ncet.convert(model, (4,))
+        report = ncet.check_exactness(model, ir, samples_per_scale=4)
+        assert_same(before, snapshot(model))
+    finally:
+        handle.remove()
+    assert not report.ok and report.first_violation is None, report.summary()
+    assert report.summary().startswith("NOT CERTIFIED") and "exact within" not in report.summary()
+    flagged = [node] if node is not None else list(ir.outputs)
+    assert set(report.unchecked) == set(flagged)
+    for name in flagged:
+        assert words in report.entry(name).note and "off the samples" in report.entry(name).note
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the hook removed
+
+
+def test_a_hook_acting_off_the_samples_is_not_certified():
+    """The adversarial case: the hook zeroes l1's output above 1e7, so the model and the
+    GraphIR differ there (PyTorch is the oracle), though they agree on every sample."""
+    torch.manual_seed(0)
+    model = _HookNet().eval()
+    model.l1.register_forward_hook(_zero_above_1e7)
+    ir = ncet.convert(model, (4,))
+    x = torch.full((1, 4), 1e8)
+    with torch.no_grad():
+        assert not torch.equal(model(x).double(), ncet.evaluate(ir, x))
+    report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    assert not report.ok and report.unchecked == ("l1",)
+
+
+def test_a_hook_that_changes_values_on_the_samples_is_a_violation_naming_it():
+    torch.manual_seed(0)
+    model = _HookNet().eval()
+    model.l1.register_forward_hook(lambda m, args, out: out * 2.0)
+    report = ncet.check_exactness(model, ncet.convert(model, (4,)), samples_per_scale=4)
+    assert report.first_violation.name == "l1"
+    assert "forward hook on module 'l1'" in report.first_violation.note
+
+
+def test_a_hook_on_a_module_forward_does_not_call_is_ignored():
+    torch.manual_seed(0)
+    model = _HookNet().eval()
+    model.unused.register_forward_hook(_zero_above_1e7)
+    assert ncet.check_exactness(model, ncet.convert(model, (4,)), samples_per_scale=4).ok
+
+
+def test_a_hook_on_a_leaf_module_given_as_the_model_is_named_at_its_node():
+    torch.manual_seed(0)
+    model = nn.Linear(4, 3).eval()
+    handle = model.register_forward_hook(_zero_above_1e7)
+    ir = ncet.convert(model, (4,))
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert not report.ok and report.first_violation is None
+    (name,) = report.unchecked
+    assert "a forward hook on the model itself, _zero_above_1e7" in report.entry(name).note
+    handle.remove()
+    assert ncet.check_exactness(model, ir, samples_per_scale=2).ok

@@ -109,6 +109,9 @@ def test_convert_gives_exact_ir_or_names_the_node(program):
     assert report.ok and ir_signature(report.graph) == ir_signature(ir)
     exactness = ncet.check_exactness(model, ir, samples_per_scale=4)
     assert_same(before, snapshot(model))
+    if program.hooks:  # hooks are not part of the GraphIR: never certified
+        assert exactness.first_violation is None and exactness.unchecked, exactness.summary()
+        return
     assert exactness.ok, exactness.summary()
 
 

@@ -332,6 +332,26 @@ def test_ncet_concat_flagged_for_eran_and_location_reported():
     assert finding.location in str(report)
 
 
+def _spoiled(data: bytes, text: str) -> bytes:
+    """`data` with the first byte of `text`'s first occurrence made invalid UTF-8."""
+    at = data.find(text.encode())
+    assert at >= 0, text
+    return data[:at] + b"\xff" + data[at + 1:]
+
+
+def test_strings_that_are_not_utf8_are_shown_escaped():
+    # protobuf returns a string field that is not valid UTF-8 as bytes
+    m = ncet.to_onnx(ncet.convert(_Cat(), (3,)))
+    concat = next(n for n in m.graph.node if n.op_type == "Concat")
+    data = _spoiled(_spoiled(m.SerializeToString(), concat.doc_string), concat.name)
+    report = lint_onnx(data, "eran")
+    (finding,) = [f for f in report.findings if f.op_type == "Concat"]
+    assert finding.node == "\\xff" + concat.name[1:]
+    assert finding.code == "eran-concat-ignored" and "\\xff" + concat.name[1:] in str(report)
+    assert isinstance(finding.location, str)
+    json.dumps(report.to_dict())
+
+
 def test_ncet_symbolic_batch_reshape_rejected_by_marabou_but_not_with_batch_1():
     class View(nn.Module):
         def forward(self, x):

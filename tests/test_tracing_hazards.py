@@ -342,3 +342,134 @@ def test_a_graph_ir_of_another_model_is_refused():
     other = nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.ReLU())
     with pytest.raises(ValueError, match="does not match the model: no IR node for FX node"):
         ncet.check_exactness(other, ir, samples_per_scale=2)
+
+
+# --- the trace cache and Python state changed after convert ---------------------------------
+class GuardedBranch(nn.Module):
+    """A flag that, once set, adds a data-dependent branch (short-circuited while False)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 4)
+        self.guard = False
+
+    def forward(self, x):
+        y = torch.relu(self.fc(x))
+        if self.guard and bool(x.abs().max() > 1e6):
+            y = y * 0.0
+        return y
+
+
+class ExtraBranch(nn.Module):
+    """A flag that, once set, adds a traceable branch that is zero on every sample."""
+
+    def __init__(self):
+        super().__init__()
+        self.l1, self.l2 = nn.Linear(4, 4), nn.Linear(4, 2)
+        self.extra = False
+
+    def forward(self, x):
+        h = torch.relu(self.l1(x))
+        if self.extra:
+            h = h + torch.relu(x - 1e6)
+        return self.l2(h)
+
+
+EXTRA_BRANCH = [False]
+
+
+class GlobalFlagBranch(ExtraBranch):
+    """The same branch behind a module-level flag forward() reads."""
+
+    def forward(self, x):
+        h = torch.relu(self.l1(x))
+        if EXTRA_BRANCH[0]:
+            h = h + torch.relu(x - 1e6)
+        return self.l2(h)
+
+
+class ClassFlagBranch(ExtraBranch):
+    """The same branch behind a class attribute."""
+
+    extra_branch = False
+
+    def forward(self, x):
+        h = torch.relu(self.l1(x))
+        if self.extra_branch:
+            h = h + torch.relu(x - 1e6)
+        return self.l2(h)
+
+
+def _set_class_flag(model):
+    type(model).extra_branch = True
+
+
+def _set_guard(model):
+    model.guard = True
+
+
+def _set_extra(model):
+    model.extra = True
+
+
+def _set_global(model):
+    EXTRA_BRANCH[0] = True
+
+
+def _verdict(model, ir):
+    """What check_exactness says: ("raises", class, reason) or ("report", ok)."""
+    try:
+        report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    except (ncet.ConversionError, ValueError) as error:
+        return ("raises", type(error).__name__, getattr(error, "code", str(error)[:60]))
+    return ("report", report.ok)
+
+
+@pytest.mark.parametrize("build, change, expected", [
+    (GuardedBranch, _set_guard, ("raises", "TraceError", "trace-failed")),
+    (ExtraBranch, _set_extra, ("raises", "ValueError",
+                               "the GraphIR does not match the model: no IR node")),
+    (GlobalFlagBranch, _set_global, ("raises", "ValueError",
+                                     "the GraphIR does not match the model: no IR node")),
+    (ClassFlagBranch, _set_class_flag, ("raises", "ValueError",
+                                        "the GraphIR does not match the model: no IR node")),
+], ids=["data-dependent-branch", "traceable-branch", "global-flag", "class-flag"])
+def test_state_changed_after_convert_gives_the_reference_verdict(build, change, expected,
+                                                                 monkeypatch):
+    """A flag set after `convert` changes what forward() traces to only off the samples:
+    the check reusing convert's trace (the fast path) must give the verdict of the check
+    that traces the model again, which refuses the GraphIR."""
+    from ncet.frontend import trace_cache
+
+    try:
+        torch.manual_seed(0)
+        model = build().eval()
+        ir = ncet.convert(model, (4,))
+        change(model)
+        fast = _verdict(model, ir)
+        monkeypatch.setattr(trace_cache, "TRACE_CACHE", False)
+        reference = _verdict(model, ir)
+    finally:
+        EXTRA_BRANCH[0] = False
+        ClassFlagBranch.extra_branch = False
+    assert reference[:2] == expected[:2] and str(reference[2]).startswith(expected[2])
+    assert fast == reference
+
+
+def test_an_unchanged_model_reuses_the_trace(monkeypatch):
+    """The fingerprint of an unchanged model matches: the check runs convert's graph, and
+    traces again once a flag of the model changes (even back and forth)."""
+    from ncet.exactness import check as check_module
+
+    traces = []
+    real = check_module.trace_model
+    monkeypatch.setattr(check_module, "trace_model",
+                        lambda model, n: traces.append(model) or real(model, n))
+    torch.manual_seed(0)
+    model = ExtraBranch().eval()
+    ir = ncet.convert(model, (4,))
+    assert ncet.check_exactness(model, ir, samples_per_scale=2).ok
+    assert traces == []
+    model.fc_scale = 1.5  # a new attribute: forward() may read it
+    assert ncet.check_exactness(model, ir, samples_per_scale=2).ok
+    assert traces == [model]

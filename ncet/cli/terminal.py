@@ -16,43 +16,22 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import io
-import re
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, TextIO
 
+from ..escapes import CONTROL, escaped, name_text
+
 if TYPE_CHECKING:
     from ..ir import GraphIR
-
-_UNICODE_CONTROLS = "\u2028\u2029\u202a-\u202e\u2066-\u2069"
-"""Line and paragraph separators, and the bidirectional embeddings, overrides and isolates
-(which reorder what a terminal shows)."""
-
-_CONTROL = re.compile(f"[\\x00-\\x08\\x0b-\\x1f\\x7f-\\x9f{_UNICODE_CONTROLS}]")
-"""C0 and C1 control characters (\\r, \\x0b, \\x0c, \\x1c-\\x1e and \\x85 among them), DEL and
-`_UNICODE_CONTROLS`, except tab (\\x09) and newline (\\x0a)."""
-
-_NAME_CONTROL = re.compile(f"[\\x00-\\x1f\\x7f-\\x9f{_UNICODE_CONTROLS}]")
-"""`_CONTROL` and tab and newline: every character that breaks or shifts a line."""
-
-
-def _escaped(match: re.Match) -> str:
-    code = ord(match.group())
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
 
 
 def printable(text: str, encoding: str | None = None) -> str:
     """`text` with control characters escaped and, for `encoding` (UTF-8 by default),
     unencodable characters (lone surrogates, say) written as backslash escapes."""
-    text = _CONTROL.sub(_escaped, text)
+    text = CONTROL.sub(escaped, text)
     encoding = encoding or "utf-8"
     return text.encode(encoding, "backslashreplace").decode(encoding)
-
-
-def name_text(name: str) -> str:
-    """A name from a file as one line: every line break, tab and control character escaped
-    (`\\x0a`, `\\u2028`, ...), so that it cannot start a line of its own."""
-    return _NAME_CONTROL.sub(_escaped, name)
 
 
 def shown_graphs(*graphs: GraphIR) -> tuple[GraphIR, ...]:

@@ -19,6 +19,7 @@ from ..frontend.trace_cache import recorded_trace
 from ..ir import GraphIR
 from .arithmetic import MATMUL_OPS, read_arithmetic_model
 from .checker import Checker
+from .hooks import flag_hooks
 from .report import VALUE_SAMPLE_SIZE, ExactnessReport
 from .rules import subnormal_constants
 
@@ -75,8 +76,14 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     model's own eager outputs are held to the same bound.
 
     The FX graph checked is the one `convert` traced when `ir` is the GraphIR it returned
-    for this same model object (in this process); otherwise, or when that graph's outputs
-    are not bit-identical to the eager model's, the model is traced again.
+    for this same model object (in this process) and the model's fingerprint (flags,
+    attributes, submodules, forward(), the globals it names) is unchanged since; otherwise,
+    or when that graph's outputs are not bit-identical to the eager model's, the model is
+    traced again.
+
+    Hooks are not part of the GraphIR: any forward hook or pre-hook that runs when the model
+    is called (its own, a called submodule's, a global one) leaves the report NOT CERTIFIED
+    there, with a note naming it (exactness/hooks.py).
 
     Args:
         model: The model the IR was converted from; it is run (hooks and all), never
@@ -156,6 +163,7 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
 
     def check(traced: Traced) -> ExactnessReport:
         checker = Checker(model, traced, ir, arithmetic, local=local, end_to_end=end_to_end)
+        flag_hooks(checker, traced)  # any hook leaves the check NOT CERTIFIED (hooks.py)
         total = inputs[0].shape[0]
         checker.sample(total, keep_samples, seed)
         starts = range(0, total, chunk_size)

@@ -79,7 +79,9 @@ class ElementSampler:
 
 class RatioSample:
     """An evenly spread sample of one check's observed/bound ratios over every chunk, for
-    the median, in a buffer the size of the first chunk's sample (at least 2).
+    the median, in a buffer the size of the first chunk's sample and at least
+    `_SAMPLED_RATIOS` (a node of 2 elements checked one sample per chunk still keeps 256
+    ratios of the whole run for its median, not 2).
 
     The chunks' ratios are read as one stream, and the sample is exactly its every
     `thin`-th value from the first (stream positions 0, thin, 2 thin, ...): when the buffer
@@ -99,7 +101,7 @@ class RatioSample:
         """Fold in one chunk's evenly strided ratios (non-finite ones are dropped later)."""
         n = strided.shape[0]
         if self.values is None:
-            self.values = torch.empty(max(n, 2), dtype=_F64)
+            self.values = torch.empty(max(n, _SAMPLED_RATIOS), dtype=_F64)
         values, capacity = self.values, self.values.shape[0]
         while True:
             first = -self.seen % self.thin  # this chunk's first stream position kept

@@ -3,11 +3,11 @@ silently mis-handle, with the reason and the tool-side evidence (tools.py)."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import asdict, dataclass
 
 import onnx
 
+from ..escapes import name_text
 from .onnx_file import ONNXFileError, read_model
 from .tool_graph import GraphContext, ToolRule
 from .tools import LINT_TOOLS, RULES_BY_OP, TOOLS
@@ -46,8 +46,8 @@ class LintReport:
                 f"{len(self.findings)} finding{'s' if len(self.findings) != 1 else ''}")
         lines = [head]
         for f in self.findings:
-            at = f" [{_one_line(f.location)}]" if f.location else ""
-            lines.append(f"  {_one_line(f.node)} ({_one_line(f.op_type)}){at}: {f.verdict}: "
+            at = f" [{name_text(f.location)}]" if f.location else ""
+            lines.append(f"  {name_text(f.node)} ({name_text(f.op_type)}){at}: {f.verdict}: "
                          f"{f.reason}")
             lines.append(f"      source: {f.source}")
         return "\n".join(lines)
@@ -65,20 +65,17 @@ class LintReport:
         return pd.DataFrame([asdict(f) for f in self.findings], columns=columns)
 
 
-_BREAKS = re.compile("[\\x00-\\x1f\\x7f-\\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-"""What could break or shift a line of the listing: control characters (newline, tab, \\r,
-\\x85, ...), Unicode's line and paragraph separators and bidirectional controls."""
-
-
-def _one_line(text: str) -> str:
-    """A name from the file as one line, as `ncet.cli.terminal.name_text` writes it."""
-    return _BREAKS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", text)
+def _text(value: str | bytes) -> str:
+    """A string field read from the file: protobuf returns one that is not valid UTF-8 as
+    bytes, shown here with its undecodable bytes escaped (\\xff)."""
+    if isinstance(value, bytes):
+        return value.decode("utf-8", errors="backslashreplace")
+    return value
 
 
 def _location(node: onnx.NodeProto) -> str:
     """NCET's source line from the node's provenance (`...; at: file:line`), if any."""
-    for part in node.doc_string.split("; "):
+    for part in _text(node.doc_string).split("; "):
         if part.startswith("at: "):
             return part[4:].strip()
     return ""
@@ -86,8 +83,8 @@ def _location(node: onnx.NodeProto) -> str:
 
 def _node_name(node: onnx.NodeProto, index: int) -> str:
     if node.name:
-        return node.name
-    return f"#{index} ({node.output[0]})" if node.output else f"#{index}"
+        return _text(node.name)
+    return f"#{index} ({_text(node.output[0])})" if node.output else f"#{index}"
 
 
 def lint_onnx(model_or_path, tool: str) -> LintReport:
@@ -124,7 +121,8 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
     ctx = GraphContext.of(model.graph)
     findings = []
     for index, node in enumerate(ctx.nodes):
-        op = node.op_type if node.domain in ("", "ai.onnx") else f"{node.domain}.{node.op_type}"
+        op_type, domain = _text(node.op_type), _text(node.domain)
+        op = op_type if domain in ("", "ai.onnx") else f"{domain}.{op_type}"
         name, location = _node_name(node, index), _location(node)
         matched = [r for r in RULES_BY_OP.get((tool, op), ()) if _holds(r, node, ctx, name)]
         for rule in matched:
@@ -147,6 +145,6 @@ def _holds(rule: ToolRule, node: onnx.NodeProto, ctx: GraphContext, name: str) -
     except (TypeError, KeyError, IndexError, ValueError, AttributeError) as exc:
         detail = (str(exc).strip().splitlines() or [""])[0]
         raise ONNXFileError("onnx-malformed-node", (
-            f"the model is not a valid ONNX model: node {name!r} ({node.op_type}) cannot be "
-            f"read as {node.op_type} defines it, so rule {rule.code} cannot be applied "
-            f"({type(exc).__name__}: {detail})")) from None
+            f"the model is not a valid ONNX model: node {name!r} ({_text(node.op_type)}) "
+            f"cannot be read as {_text(node.op_type)} defines it, so rule {rule.code} cannot "
+            f"be applied ({type(exc).__name__}: {detail})")) from None

@@ -31,6 +31,11 @@ READING_REASONS = {
                                       "read the initializer or a value fed in its place",
     "onnx-malformed-node": "a node's attributes or constants cannot be read as its op "
                            "defines them (lint_onnx only)",
+    "onnx-unloadable": "onnxruntime refuses to create a session from the file as given "
+                       "(check_onnx only)",
+    "onnx-run-failed": "onnxruntime loads the file but fails to run it on the samples "
+                       "(check_onnx only; `.name` is the IR node whose ONNX node failed, "
+                       "when known)",
 }
 """Every reason code of `ONNXFileError`, with what it means."""
 
@@ -38,11 +43,12 @@ READING_REASONS = {
 class ONNXFileError(NCETError, ValueError):
     """An ONNX model NCET will not read: it does not parse, its external data cannot be
     read, or it defines a name twice, so what a runtime computes is not what a reader of the
-    file sees.
+    file sees; or (check_onnx) onnxruntime cannot load or run it.
 
     Attributes:
         code: A stable reason code, one of `READING_REASONS`.
-        name: The name defined twice ("" for other codes).
+        name: The name defined twice; for `onnx-run-failed`, the IR node whose ONNX node
+            failed, when known ("" otherwise).
         entries: The graph entries defining it, e.g. ("initializer 0", "initializer 4",
             "node 2 (Constant 'c') output 0").
     """

@@ -4,8 +4,11 @@ certified link by link."""
 
 from __future__ import annotations
 
+import math
+import numbers
 import os
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping
 
 import numpy as np
 import onnx
@@ -14,12 +17,13 @@ import torch
 from onnx import helper
 
 from ..exactness.arithmetic import ArithmeticModel
+from ..exactness.check import DEFAULT_SCALES
 from ..exactness.report import VALUE_SAMPLE_SIZE, ExactnessReport
 from ..exactness.runtime_check import check_runtime
 from ..ir import CONSTANT_ATTRS, GraphIR
 from .builder import ELEMENT_TYPES, ExportError
 from .model import build_model, graphir_sha256
-from .onnx_file import meaning_of, read_model, tensor_meaning
+from .onnx_file import ONNXFileError, meaning_of, read_model, tensor_meaning
 
 PROBE_ELEMENTS = 1 << 17
 """Elements per onnxruntime intra-op thread in the elementwise probes: enough for
@@ -207,15 +211,15 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
     file's own profile, batch and opset (the export is deterministic): a node of the
     node's pattern with another op type, domain, inputs or attributes (subgraphs included),
     missing, or added; an initializer of its own (an IR constant or a pattern's helper) with
-    other values (`tensor_meaning`: however encoded) or missing; a graph output that is not
-    the export's (at the IR node it returns). What no IR node owns (an added node, a local
-    function, another domain) is a fault at every returned node: the file is not the export
-    of this GraphIR.
+    other values (`tensor_meaning`: however encoded) or missing; a value_info entry that is
+    not the export's (element type, shape), missing or added; a graph output that is not
+    the export's (at the IR node it returns). What no IR node owns (an added node, a graph
+    input, a local function, another domain) is a fault at every returned node: the file is
+    not the export of this GraphIR. A GraphIR without operator nodes has no node to hold a
+    fault: a file that is not its export raises ValueError (`_blamed`).
     `graphir_hash` is `graphir_sha256(ir)` when the caller has it (the rebuilt export's
     metadata is not compared, but building it would hash the GraphIR again)."""
     operators = [n.name for n in ir.nodes if n.op_type not in ("Input", "Output")]
-    if not operators:
-        return {}
     known = set(operators)
     props = {p.key: p.value for p in model.metadata_props}
     profile = props.get("ncet.profile")
@@ -225,7 +229,7 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
         reason = (f"the file cannot be compared with this GraphIR's export (profile "
                   f"{profile!r}, batch {batch}, opset {_opset(model)}): "
                   f"{type(exc).__name__}: {str(exc)[:200]}")
-        return dict.fromkeys(operators, reason)
+        return _blamed(ir, dict.fromkeys(operators or ir.outputs, reason))
     faults: dict[str, str] = {}
 
     def owner(value: str) -> str | None:
@@ -236,7 +240,9 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
         for target in ([name] if name in known else returned):
             faults.setdefault(target, reason)
 
-    returned = [n if n in known else operators[-1] for n in ir.outputs] or operators[-1:]
+    # a returned Input node: the last operator, or the output itself when there is none
+    returned = [n if n in known else (operators[-1] if operators else n)
+                for n in ir.outputs] or operators[-1:]
     ours = {tuple(n.output): n for n in reference.graph.node}
     theirs = {tuple(n.output): n for n in model.graph.node}
     for outputs, node in ours.items():
@@ -268,7 +274,21 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
     theirs_out = [meaning_of(o) for o in model.graph.output]
     for i, target in enumerate(returned):
         if i >= len(theirs_out) or theirs_out[i] != ours_out[i]:
-            faults.setdefault(target, f"the file's graph output {i} is not the export's")
+            faults.setdefault(target, f"the file's graph output {i} is not the export's "
+                                      "(name, element type or shape)")
+    ours_in = [meaning_of(i) for i in reference.graph.input]
+    theirs_in = [meaning_of(i) for i in model.graph.input]
+    if ours_in != theirs_in:
+        fault(None, "the file's graph inputs are not the export's (names, element types or "
+                    "shapes, or an initializer listed as an input)")
+    ours_info = {v.name: meaning_of(v) for v in reference.graph.value_info}
+    theirs_info = {v.name: meaning_of(v) for v in model.graph.value_info}
+    for name in sorted(ours_info.keys() | theirs_info.keys()):
+        if ours_info.get(name) != theirs_info.get(name):
+            what = ("is not the export's (element type or shape)" if name in ours_info
+                    and name in theirs_info else "is missing" if name in ours_info
+                    else "is one the export does not write")
+            fault(owner(name), f"the file's value_info entry {name!r} {what}")
     extras = [f"local functions ({len(model.functions)})" if model.functions else "",
               "sparse initializers" if model.graph.sparse_initializer else "",
               ", ".join(sorted(o.domain for o in model.opset_import
@@ -276,13 +296,44 @@ def structural_faults(ir: GraphIR, model: onnx.ModelProto, batch: int | None,
     extras = [e for e in extras if e]
     if extras:
         fault(None, f"the file declares what the export never writes: {'; '.join(extras)}")
-    return faults
+    return _blamed(ir, faults)
 
 
-def onnxruntime_runner(ir: GraphIR, model: onnx.ModelProto, threads: int = 0
-                       ) -> Callable[[list[torch.Tensor]], tuple]:
+def _blamed(ir: GraphIR, faults: dict[str, str]) -> dict[str, str]:
+    """`faults`, refused as a ValueError when there is no operator node to hold them (a
+    GraphIR that returns its inputs): the report has no entry that could say "violated"."""
+    if not faults or any(n.op_type not in ("Input", "Output") for n in ir.nodes):
+        return faults
+    raise ValueError("the file is not the export of this GraphIR, which has no operator "
+                     "node to hold the fault: " + "; ".join(dict.fromkeys(faults.values()))
+                     + " (re-export it with ncet.to_onnx)")
+
+
+def _first_line(exc: Exception) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+
+
+def _so_far(faults: Mapping[str, str]) -> str:
+    if not faults:
+        return ""
+    shown = "; ".join(f"{name}: {why}" for name, why in list(faults.items())[:3])
+    more = f" and {len(faults) - 3} more" if len(faults) > 3 else ""
+    return f"; the file is not this GraphIR's export ({shown}{more})"
+
+
+def onnxruntime_runner(ir: GraphIR, model: onnx.ModelProto, threads: int = 0,
+                       faults: Mapping[str, str] = {}) -> Callable[[list[torch.Tensor]], tuple]:
     """A `Run` for check_runtime: the file in onnxruntime with every IR node's value exposed
-    as an extra graph output (the file itself is not changed)."""
+    as an extra graph output (the file itself is not changed). The file as given is loaded
+    first: the copy's extra outputs override its value_info, so a file that onnxruntime
+    refuses could load as a copy.
+
+    Raises:
+        ONNXFileError: onnxruntime cannot load the file (`onnx-unloadable`) or, when the
+            returned `run` is called, cannot run it (`onnx-run-failed`, `.name` the IR node
+            whose ONNX node failed, when known); `faults` (the comparison with the export)
+            are named in the message.
+    """
     exposed = onnx.ModelProto()
     exposed.CopyFrom(model)
     graph = exposed.graph
@@ -293,20 +344,44 @@ def onnxruntime_runner(ir: GraphIR, model: onnx.ModelProto, threads: int = 0
     for name in names:
         graph.output.append(helper.make_tensor_value_info(
             name, ELEMENT_TYPES[ir.node(name).dtype], None))
-    try:
-        session = _session(exposed.SerializeToString(), threads)
-    except Exception as exc:
-        raise ValueError(f"onnxruntime cannot load the file: "
-                         f"{str(exc).strip().splitlines()[0][:300]}") from None
+    for data, what in ((model.SerializeToString(), "the file"),
+                       (exposed.SerializeToString(), "the file with every IR node's value "
+                                                     "as a graph output")):
+        try:
+            session = _session(data, threads)
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail, InvalidGraph, ...
+            raise ONNXFileError("onnx-unloadable", f"onnxruntime cannot load {what}: "
+                                f"{_first_line(exc)}{_so_far(faults)}") from None
     feeds = [i.name for i in session.get_inputs()]
     fetched = [*outputs, *names]
+    known = {n.name for n in ir.nodes}
 
     def run(inputs: list[torch.Tensor]):
-        values = session.run(fetched, {k: x.numpy() for k, x in zip(feeds, inputs)})
+        try:
+            values = session.run(fetched, {k: x.detach().cpu().numpy()
+                                           for k, x in zip(feeds, inputs)})
+        except Exception as exc:  # noqa: BLE001 - onnxruntime's Fail, RuntimeException, ...
+            found = re.search(r"Name:'([^']*)'", str(exc))
+            node = found.group(1).partition("/")[0] if found else ""
+            node = node if node in known else ""
+            at = f" at IR node {node!r}" if node else ""
+            raise ONNXFileError("onnx-run-failed", f"onnxruntime cannot run the file{at}: "
+                                f"{_first_line(exc)}{_so_far(faults)}", name=node) from None
         tensors = [torch.from_numpy(np.ascontiguousarray(v)) for v in values]
         by_name = dict(zip(fetched, tensors))
         return by_name, tensors[:len(outputs)]
     return run
+
+
+def whole_batches(per_scale, batch: int):
+    """The fewest samples per scale, `per_scale` or more, whose total over the generated
+    inputs' scales (`DEFAULT_SCALES`) splits into whole batches of a file's fixed `batch`.
+    Anything but a non-negative int is returned as given, for the check to refuse."""
+    if isinstance(per_scale, bool) or not isinstance(per_scale, int) or per_scale < 0 \
+            or batch < 1:
+        return per_scale
+    step = batch // math.gcd(batch, len(DEFAULT_SCALES))
+    return -(-per_scale // step) * step
 
 
 def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale: int = 32,
@@ -318,8 +393,18 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
     if not isinstance(ir, GraphIR):
         raise TypeError(f"check_onnx() expects a GraphIR (from ncet.convert or ncet.load), "
                         f"not {type(ir).__name__}")
+    if isinstance(threads, bool) or not isinstance(threads, numbers.Integral):
+        raise TypeError(f"check_onnx(threads={threads!r}): onnxruntime's intra-op thread "
+                        "count is an int (0: its default, one per core)")
+    if threads < 0:
+        raise ValueError(f"check_onnx(threads={threads!r}): a thread count is 0 (onnxruntime's "
+                         "default, one per core) or more")
+    threads = int(threads)
+    inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs)
     model = read_model(onnx_model, "check_onnx")
     batch = _fixed_batch(ir, model.graph)
+    if batch is not None and not inputs:
+        samples_per_scale = whole_batches(samples_per_scale, batch)
     digest, unsaveable = None, None
     try:  # once, for the comparison with the export and for the file's stamp
         digest = graphir_sha256(ir)
@@ -329,7 +414,7 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
     if len(model.graph.output) != len(ir.outputs):
         raise ValueError(f"the file has {len(model.graph.output)} outputs, the GraphIR "
                          f"{len(ir.outputs)}: was it exported from this GraphIR?")
-    run = onnxruntime_runner(ir, model, threads)
+    run = onnxruntime_runner(ir, model, threads, faults)
     props = {p.key: p.value for p in model.metadata_props}
     stamp = props.get("ncet.graphir.hash")
     if unsaveable is not None:

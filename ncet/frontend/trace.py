@@ -49,7 +49,8 @@ class _LocatingTracer(torch.fx.Tracer):
 
     def call_module(self, m, forward, args, kwargs):
         """FX's `call_module`, with a traced-through module's forward() run without its
-        hooks."""
+        hooks, and the module's path recorded in `called`."""
+        self.called.add(self.path_of_module(m))
         return super().call_module(m, m.forward, args, kwargs)
 
     def __init__(self):
@@ -58,6 +59,7 @@ class _LocatingTracer(torch.fx.Tracer):
         # and NCET machinery; per tracer, so that no code object outlives the trace
         self._user_files: dict[types.CodeType, str | None] = {}
         self.stowed: dict[str, torch.Tensor] = {}
+        self.called: set[str] = set()  # the paths of the modules forward() called
 
     def create_arg(self, a):
         """A tensor made inside forward() (e.g. `torch.ones(4)`) becomes a get_attr of a
@@ -134,12 +136,15 @@ class Traced:
         wrapped_leaf: `root` wraps the user's model (a leaf module given as the model).
         stowed: Tensors made inside forward() that the graph reads by get_attr, by name
             (kept here, not set on the model as FX would).
+        called: The paths (in `root`) of the modules forward() called while it was traced,
+            leaves and modules FX traced through alike (the root itself, "", is not in it).
     """
 
     graph: torch.fx.Graph
     root: nn.Module
     wrapped_leaf: bool
     stowed: Mapping[str, torch.Tensor] = field(default_factory=dict)
+    called: frozenset[str] = frozenset()
 
     def attribute(self, target: str):
         """The value a get_attr node reads: a stowed tensor, or an attribute path of `root`."""
@@ -277,7 +282,7 @@ def trace_model(model: nn.Module, n_inputs: int) -> Traced:
             hint="give one per-sample shape per forward() argument, "
                  "e.g. convert(model, (3, 32, 32))",
         )
-    return Traced(graph, tracer.root, wrapped, tracer.stowed)
+    return Traced(graph, tracer.root, wrapped, tracer.stowed, frozenset(tracer.called))
 
 
 def _defaulted_arguments(root: nn.Module, n_inputs: int) -> dict[str, object]:
