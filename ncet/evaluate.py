@@ -81,7 +81,7 @@ def _affine(node, xs, c):
 def _per_sample_index(index: list[Any]) -> tuple[Any, ...]:
     items: list[Any] = [slice(None)]
     for entry in index:
-        items.append(slice(*entry) if isinstance(entry, list) else entry)
+        items.append(slice(*entry) if isinstance(entry, (list, tuple)) else entry)
     return tuple(items)
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import numpy as np
 import torch
 
 # op_type -> (number of graph inputs or None for "one or more", {attribute: kind}).
@@ -47,6 +48,15 @@ OP_SCHEMAS: Mapping[str, tuple[int | None, Mapping[str, str]]] = MappingProxyTyp
     "Slice": (1, {"index": "index"}),
 })
 """Every canonical op_type with its arity and attribute schema (documented in docs/ir.md)."""
+
+OPTIONAL_ATTRS: Mapping[str, Mapping[str, str]] = MappingProxyType({
+    "Output": MappingProxyType({"cut": "cut"}),
+})
+"""Per op_type, the attributes a node may leave out, with their kinds (absent when unused, so
+a GraphIR without them reads, hashes and saves as before). Output's `cut` (kind "cut": a
+non-empty list of [FX node name, why] pairs of strings): the model's operations a GraphIR
+cut short by `convert(stop_at=..., cut_trailing=...)` leaves out; `check_exactness` accepts
+exactly these missing, and no other (docs/ir.md, "Cutting a model short")."""
 
 CONSTANT_ATTRS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     op_type: tuple(k for k, kind in schema.items() if kind.startswith("const"))
@@ -95,6 +105,12 @@ INPUT_RANKS: Mapping[str, tuple[int, ...]] = MappingProxyType({
 op_types take any rank)."""
 
 
+def declared_cut(ir: GraphIR) -> dict[str, str]:
+    """The model's operations the GraphIR declares it leaves out (its Output node's `cut`),
+    FX node name -> why, in graph order; empty for a GraphIR of the whole model."""
+    return {name: why for name, why in ir.nodes[-1].attrs.get("cut", ())}
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """Where an IR node came from: its FX node and the model code that produced it."""
@@ -109,17 +125,22 @@ class Source:
 
 def same_value(x: Any, y: Any) -> bool:
     """Two attribute values are the same data: of the same type (a tuple and a list alike,
-    an int not a float or a bool), floats bit for bit (a NaN equals itself, and only a NaN
-    of its payload; -0.0 is not 0.0), inside lists, tuples and dicts too."""
+    as in a file and to `evaluate`; an int not a float or a bool; a NumPy floating scalar and
+    a float alike), floats bit for bit as float64 (a NaN equals itself, and only a NaN of its
+    payload; -0.0 is not 0.0), inside lists, tuples and dicts too."""
     if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
         return len(x) == len(y) and all(map(same_value, x, y))
+    if isinstance(x, _FLOATS) or isinstance(y, _FLOATS):
+        return isinstance(x, _FLOATS) and isinstance(y, _FLOATS) and \
+            struct.pack("<d", float(x)) == struct.pack("<d", float(y))
     if type(x) is not type(y):
         return False
-    if type(x) is float:
-        return struct.pack("<d", x) == struct.pack("<d", y)
     if isinstance(x, dict):
         return x.keys() == y.keys() and all(same_value(x[k], y[k]) for k in x)
     return x == y
+
+
+_FLOATS = (float, np.floating)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,7 +170,9 @@ class IRNode:
         assert isinstance(self.inputs, tuple), "IRNode.inputs must be a tuple"
         arity, schema = OP_SCHEMAS[self.op_type]
         assert arity is None or len(self.inputs) == arity, (self.name, self.inputs)
-        assert set(self.attrs) == set(schema), (self.name, sorted(self.attrs), sorted(schema))
+        optional = OPTIONAL_ATTRS.get(self.op_type, {})
+        assert set(schema) <= set(self.attrs) <= set(schema) | set(optional), (
+            self.name, sorted(self.attrs), sorted(schema), sorted(optional))
         object.__setattr__(self, "attrs", MappingProxyType(dict(self.attrs)))
 
     def __eq__(self, other: object) -> bool:

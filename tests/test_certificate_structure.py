@@ -333,3 +333,34 @@ def test_an_ir_that_returns_its_input_or_nothing_known_is_a_value_error():
                       ir.constants)
         with pytest.raises(ValueError, match=says):
             ncet.check_exactness(model, bad, samples_per_scale=2)
+
+
+class Reshaped(nn.Module):
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.l = nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.l(torch.relu(x.reshape(-1, 2, 4)).reshape(-1, 8))
+
+
+def with_shape(ir: GraphIR, name: str, shape: tuple[int, ...]) -> GraphIR:
+    return GraphIR(tuple(dataclasses.replace(n, shape=shape) if n.name == name else n
+                         for n in ir.nodes), ir.constants)
+
+
+@pytest.mark.parametrize(("name", "shape"), [("reshape", (4, 2)), ("relu", (8,)),
+                                             ("l", (3,)), ("reshape_1", (2, 4))])
+def test_a_declared_shape_the_node_does_not_compute_is_a_structural_fault(name, shape):
+    """Each node's declared per-sample shape is the record's own claim (ONNX export writes it,
+    a consumer reads it): one PyTorch does not compute is a fault at that node, even when
+    the values, read in another shape, are bit for bit the model's."""
+    model = Reshaped().eval()
+    ir = ncet.convert(model, (8,))
+    assert ir.node(name).shape != shape
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
+    report = ncet.check_exactness(model, with_shape(ir, name, shape), samples_per_scale=4)
+    assert not report.ok and report.first_violation.name == name
+    entry = report.entry(name)
+    assert entry.structural and f"declares per-sample shape {list(shape)}" in entry.note

@@ -8,6 +8,7 @@ import json
 import re
 import struct
 
+import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -362,6 +363,13 @@ ATTRIBUTE_PAIRS = [  # (a, b, the same?)
     ({"k": [0.0]}, {"k": [-0.0]}, False),
     ({"k": 1.0}, {"k": 1.0}, True),
     ([1, 2], [1, 2, 3], False),
+    (np.float64(0.0), np.float64(-0.0), False),  # NumPy floats by their bits too
+    (np.float64(NAN), np.float64(NAN), True),
+    (np.float64(NAN), np.float64(OTHER_NAN), False),
+    (np.float32(-0.0), np.float32(0.0), False),
+    (np.float64(1.5), 1.5, True),  # the same float64 (the same JSON number in a file)
+    (np.float64(1.0), 1, False),
+    ([np.float64(0.0)], (np.float64(-0.0),), False),
 ]
 
 
@@ -390,3 +398,29 @@ def test_ir_nodes_are_equal_only_with_bit_identical_attributes():
     nan = dataclasses.replace(node, attrs={**node.attrs, "scalar": NAN})
     assert nan == dataclasses.replace(node, attrs={**node.attrs, "scalar": NAN})
     assert nan != dataclasses.replace(node, attrs={**node.attrs, "scalar": OTHER_NAN})
+
+
+class Sliced(nn.Module):
+    def forward(self, x):
+        return x[:, 1:3]
+
+
+def test_a_slice_index_entry_as_a_tuple_is_the_same_slice_to_compare_and_evaluate():
+    # a [start, stop, step] entry given as a tuple compares the same as the list, and so it
+    # must compute the same: a slice, not an advanced index of positions start, stop, step
+    a = ncet.convert(Sliced(), (4,))
+    node = next(n for n in a.nodes if n.op_type == "Slice")
+    as_tuples = [tuple(e) if isinstance(e, list) else e for e in node.attrs["index"]]
+    b = with_node(a, node.name, index=as_tuples)
+    assert compare(a, b).same and node == b.node(node.name)
+    x = torch.arange(8.0).reshape(2, 4)
+    assert torch.equal(ncet.evaluate(b, x), x[:, 1:3])
+    assert torch.equal(ncet.evaluate(a, x), x[:, 1:3])
+
+
+def test_a_numpy_float_attribute_of_the_other_sign_is_a_change():
+    a = ncet.convert(Scaled(0.0), (4,))
+    name = next(n.name for n in a.nodes if n.op_type == "ElementwiseAffine")
+    x, y = with_node(a, name, scalar=np.float64(0.0)), with_node(a, name, scalar=np.float64(-0.0))
+    assert not compare(x, y).same and x.node(name) != y.node(name)
+    assert compare(x, with_node(a, name, scalar=np.float64(0.0))).same

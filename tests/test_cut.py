@@ -4,6 +4,7 @@ what was cut, and check_exactness holds the cut GraphIR to the model's own value
 
 from __future__ import annotations
 
+import dataclasses
 import io
 from contextlib import redirect_stdout
 
@@ -14,7 +15,12 @@ from torch import nn
 
 import ncet
 from ncet.cli import main
+from ncet.cli.records import exactness_record
+from ncet.format.digest import hash_graphir
 from ncet.frontend import trace_cache
+from ncet.ir import GraphIR
+from ncet.render.exactness_section import exactness_section
+from ncet.render.tables import escape
 from tests.conftest import Fn, model_unchanged
 
 U = ncet.UnsupportedOperatorError
@@ -223,13 +229,76 @@ def test_stop_at_must_be_a_name():
 
 def test_a_saved_cut_graph_is_checked_against_a_fresh_trace(tmp_path, monkeypatch):
     """Without the trace convert recorded (a loaded file, the cache off), the check traces
-    the whole model again and finds the cut from the GraphIR itself."""
+    the whole model again and reads the cut the GraphIR declares."""
     model = classifier(nn.LogSoftmax(dim=1))
     ir = ncet.convert(model, (4,), cut_trailing=True)
     ncet.save(ir, tmp_path / "cut.ncet")
     loaded = ncet.load(tmp_path / "cut.ncet")
+    assert loaded.nodes[-1] == ir.nodes[-1] and ncet.compare(ir, loaded).same
+    assert [name for name, _ in loaded.nodes[-1].attrs["cut"]] == ["_3"]
+    assert hash_graphir(loaded) == hash_graphir(ir)
     monkeypatch.setattr(trace_cache, "TRACE_CACHE", False)
-    assert ncet.check_exactness(model, loaded, samples_per_scale=4).ok
+    report = ncet.check_exactness(model, loaded, samples_per_scale=4)
+    assert report.ok and dict(report.cut) == {"_3": "trailing nn.LogSoftmax, cut_trailing=True"}
+
+
+def test_convert_declares_the_cut_in_the_output_node():
+    ir = ncet.convert(classifier(nn.Softmax(dim=1)), (4,), cut_trailing=True)
+    assert ir.nodes[-1].attrs["cut"] == [["_3", "trailing nn.Softmax, cut_trailing=True"]]
+    ir = ncet.convert(classifier(), (4,), stop_at="0")
+    assert ir.nodes[-1].attrs["cut"] == [["_1", "after stop_at='0'"], ["_2", "after stop_at='0'"]]
+    assert "cut" not in ncet.convert(classifier(), (4,)).nodes[-1].attrs  # the whole model
+    # a GraphIR without a cut hashes as before the attribute existed: the row holds no cut
+    whole = ncet.convert(classifier(), (4,), stop_at="2")  # stops at the last node: no cut
+    assert "cut" not in whole.nodes[-1].attrs
+
+
+def _without_cut(ir: GraphIR) -> GraphIR:
+    out = ir.nodes[-1]
+    attrs = {k: v for k, v in out.attrs.items() if k != "cut"}
+    return GraphIR((*ir.nodes[:-1], dataclasses.replace(out, attrs=attrs)), ir.constants)
+
+
+def test_a_graph_cut_short_without_declaring_it_is_refused():
+    """A GraphIR that lacks the model's last nodes without declaring a cut is a GraphIR of
+    another model (or state), not one cut short: refused, not certified against the values
+    at whatever node it happens to end."""
+    model = classifier()
+    ir = ncet.convert(model, (4,), stop_at="1")
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok
+    with pytest.raises(ValueError, match=r"does not match the model: no IR node for FX "
+                                         r"node\(s\) _2 .*declares none"):
+        ncet.check_exactness(model, _without_cut(ir), samples_per_scale=4)
+    # so is one that declares a cut the model's graph does not have
+    other = classifier(nn.Softmax(dim=1))
+    cut = ncet.convert(other, (4,), cut_trailing=True)
+    with pytest.raises(ValueError, match="declares that it leaves out '_3'"):
+        ncet.check_exactness(classifier(), cut, samples_per_scale=4)
+    # or declares less than it leaves out
+    short = ncet.convert(model, (4,), stop_at="0")
+    out = short.nodes[-1]
+    fewer = GraphIR((*short.nodes[:-1], dataclasses.replace(
+        out, attrs={**out.attrs, "cut": out.attrs["cut"][:1]})), short.constants)
+    with pytest.raises(ValueError, match=r"no IR node for FX node\(s\) _2$"):
+        ncet.check_exactness(model, fewer, samples_per_scale=4)
+
+
+def test_the_summary_says_first_that_the_outputs_were_taken_at_the_cut():
+    model = classifier(nn.Softmax(dim=1))
+    report = ncet.check_exactness(model, ncet.convert(model, (4,), cut_trailing=True),
+                                  samples_per_scale=4)
+    first = report.summary().splitlines()[0]
+    assert first.startswith("exact within the certified bounds")
+    assert first.endswith("checked against the model's values at the cut, not its outputs: "
+                          "'_3' cut (trailing nn.Softmax, cut_trailing=True)")
+    assert escape(first) in exactness_section(report)  # the HTML report's finding
+    assert escape(first) in report._repr_html_()
+    record = exactness_record(report)
+    assert record["cut"] == {"_3": "trailing nn.Softmax, cut_trailing=True"}
+    assert record["summary"].splitlines()[0] == first
+    whole = ncet.check_exactness(classifier(), ncet.convert(classifier(), (4,)),
+                                 samples_per_scale=4)
+    assert "cut" not in whole.summary().splitlines()[0] and whole.cut == {}
 
 
 def test_a_wrong_cut_graph_is_caught():

@@ -68,7 +68,7 @@ def test_the_hash_is_the_sha256_of_the_documented_stream(build):
 @pytest.mark.parametrize("build", GRAPHS)
 def test_a_graphir_and_the_one_its_file_loads_back_hash_alike(build, tmp_path):
     ir = build()
-    save(ir, tmp_path / "g.ncet")
+    save(ir, tmp_path / "g.ncet", verify=False)  # some GRAPHS are the format alone
     assert hash_graphir(load(tmp_path / "g.ncet", verify=False)) == hash_graphir(ir)
 
 

@@ -385,7 +385,7 @@ def test_a_batch_axis_mismatch_says_what_differs(tmp_path):
                  "kind": "mul", "tensor_position": 0, "scalar": None, "constant": "c",
                  "alpha": 1.0}, (), "float32", _src("mul")),
              IRNode("output", "Output", ("mul",), {"tuple": False}, None, "", _src("output")))
-    ncet.save(GraphIR(nodes, {"c": torch.ones(3)}), tmp_path / "g.ncet")
+    ncet.save(GraphIR(nodes, {"c": torch.ones(3)}), tmp_path / "g.ncet", verify=False)
     with pytest.raises(GraphIRFormatError) as info:
         ncet.load(tmp_path / "g.ncet")
     assert "declares per-sample shape [], so shape [1] at batch size 1, but computes a " \
@@ -442,13 +442,18 @@ def test_layer_dtypes_follow_pytorch(op_type, dtype, param, tmp_path):
     for declared_dtype in FLOATS:
         nodes = tuple(dataclasses.replace(n, dtype=_name(declared_dtype)) if n.name == "op"
                       else n for n in ir.nodes)
-        ncet.save(GraphIR(nodes, ir.constants), tmp_path / "g.ncet")
+        graph = GraphIR(nodes, ir.constants)
+        ncet.save(graph, tmp_path / "g.ncet", verify=False)
         if declared_dtype == result:
             ncet.load(tmp_path / "g.ncet")
+            ncet.save(graph, tmp_path / "g.ncet")
         else:
-            with pytest.raises(GraphIRFormatError, match="PyTorch cannot compute it from these "
-                               "dtypes" if result is None else "declares dtype"):
+            why = "PyTorch cannot compute it from these dtypes" if result is None else \
+                "declares dtype"
+            with pytest.raises(GraphIRFormatError, match=why):
                 ncet.load(tmp_path / "g.ncet")
+            with pytest.raises(ValueError, match=f"cannot save this GraphIR: node 'op'.*{why}"):
+                ncet.save(graph, tmp_path / "g.ncet")  # save refuses what load refuses
 
 
 CONSTANT_DTYPES = [*FLOATS, torch.int8, torch.int32, torch.int64, torch.uint8]

@@ -142,9 +142,9 @@ def assert_same(a: GraphIR, b: GraphIR) -> None:
         assert raw(u) == raw(t), name
 
 
-def saved(ir: GraphIR, tmp_path, name: str = "g.ncet") -> bytes:
+def saved(ir: GraphIR, tmp_path, name: str = "g.ncet", verify: bool = True) -> bytes:
     path = tmp_path / name
-    save(ir, path)
+    save(ir, path, verify=verify)
     return path.read_bytes()
 
 
@@ -154,8 +154,8 @@ def saved(ir: GraphIR, tmp_path, name: str = "g.ncet") -> bytes:
 @pytest.mark.parametrize("build", [linear_ir, all_ops_ir], ids=["linear", "all-ops"])
 def test_round_trip_is_exact(build, tmp_path):
     ir = build()
-    save(ir, tmp_path / "g.ncet")
     # all-ops is a format test: its attributes exercise every kind, not a computable graph.
+    save(ir, tmp_path / "g.ncet", verify=build is linear_ir)
     back = load(str(tmp_path / "g.ncet"), verify=build is linear_ir)
     assert_same(ir, back)
 
@@ -168,7 +168,7 @@ def test_all_ops_ir_covers_every_op_type_and_kind():
 
 
 def test_special_float_bits_survive(tmp_path):
-    save(all_ops_ir(), tmp_path / "g.ncet")
+    save(all_ops_ir(), tmp_path / "g.ncet", verify=False)
     back = load(tmp_path / "g.ncet", verify=False)
     assert patterns(back.constants["f32"], torch.int32) == [
         0x80000000, 0x00000001, 0x7FC00001, 0x7F800001, 0xFFC00000, 0x7F800000]
@@ -191,17 +191,19 @@ def test_loaded_constants_own_their_memory(tmp_path):
 
 @pytest.mark.parametrize("build", [linear_ir, all_ops_ir], ids=["linear", "all-ops"])
 def test_saving_twice_gives_identical_bytes(build, tmp_path):
-    first = saved(build(), tmp_path, "a.ncet")
-    assert saved(build(), tmp_path, "b.ncet") == first  # two separately built, equal graphs
-    back = load(tmp_path / "a.ncet", verify=build is linear_ir)
-    assert saved(back, tmp_path, "c.ncet") == first  # save . load = id
+    verify = build is linear_ir  # all-ops: the format alone
+    first = saved(build(), tmp_path, "a.ncet", verify)
+    assert saved(build(), tmp_path, "b.ncet", verify) == first  # separately built, equal graphs
+    back = load(tmp_path / "a.ncet", verify=verify)
+    assert saved(back, tmp_path, "c.ncet", verify) == first  # save . load = id
 
 
 def test_tuples_in_attrs_are_stored_as_lists(tmp_path):
     ir = all_ops_ir()
     as_tuples = with_node(ir, "conv2d", attrs={**ir.node("conv2d").attrs, "stride": (1, 2)})
     as_lists = with_node(ir, "conv2d", attrs={**ir.node("conv2d").attrs, "stride": [1, 2]})
-    assert saved(as_tuples, tmp_path, "t.ncet") == saved(as_lists, tmp_path, "l.ncet")
+    assert saved(as_tuples, tmp_path, "t.ncet", verify=False) == \
+        saved(as_lists, tmp_path, "l.ncet", verify=False)
     back = load(tmp_path / "t.ncet", verify=False)
     assert back.node("conv2d").attrs["stride"] == [1, 2]
     assert back.node("conv2d").shape == (4, 5)
@@ -273,6 +275,31 @@ the same rows)."""
 def test_save_refuses_what_load_would_reject(ir, tmp_path):
     with pytest.raises(ValueError, match="cannot save"):
         save(ir, tmp_path / "g.ncet")
+
+
+class _Reshaped(torch.nn.Module):
+    def forward(self, x):
+        return torch.relu(x.reshape(-1, 2, 4)).reshape(-1, 8)
+
+
+def test_save_refuses_a_graph_that_does_not_compute_what_it_declares(tmp_path):
+    """`save` runs load's meaning check: a Reshape declaring per-sample shape (4, 2) while it
+    computes (2, 4) is refused at save time, not written into a file load refuses; with
+    verify=False it is written, and load(verify=False) reads it back."""
+    ir = ncet.convert(_Reshaped(), (8,))
+    bad = with_node(ir, "reshape", shape=(4, 2))
+    path = tmp_path / "g.ncet"
+    with pytest.raises(ValueError, match=r"cannot save this GraphIR: node 'reshape' \(Reshape\) "
+                                         r"declares per-sample shape \[4, 2\] but computes "
+                                         r"\[2, 4\]") as info:
+        save(bad, path)
+    assert not isinstance(info.value, GraphIRFormatError) and not path.exists()
+    save(bad, path, verify=False)
+    with pytest.raises(GraphIRFormatError, match="declares per-sample shape"):
+        load(path)
+    assert load(path, verify=False).nodes == bad.nodes
+    save(ir, path)  # the GraphIR as converted saves
+    assert load(path).nodes == ir.nodes
 
 
 def test_save_names_the_provenance_field_it_refuses(tmp_path):
@@ -441,6 +468,14 @@ HOSTILE = [
     ("arity-too-few", edit(lambda h: node_of(h, "Add").update(inputs=["x"])), "Add takes 2"),
     ("output-without-inputs", edit(lambda h: node_of(h, "Output").update(inputs=[])),
      "Output takes one or more inputs, got 0"),
+    ("output-cut-empty", edit(lambda h: node_of(h, "Output")["attrs"].update(cut=[])),
+     "expected a non-empty list of [node name, why]"),
+    ("output-cut-not-pairs", edit(lambda h: node_of(h, "Output")["attrs"].update(cut=["fc"])),
+     "kind 'cut'"),
+    ("output-cut-name-twice", edit(lambda h: node_of(h, "Output")["attrs"].update(
+        cut=[["fc", "a"], ["fc", "b"]])), "each name once"),
+    ("relu-with-a-cut", edit(lambda h: node_of(h, "ReLU")["attrs"].update(cut=[["fc", "a"]])),
+     "unexpected keys ['cut']"),
     ("attrs-not-object", edit(lambda h: node_of(h, "ReLU").update(attrs=[])), "expected a JSON"),
     ("attrs-missing-key", edit(lambda h: node_of(h, "LeakyReLU")["attrs"].clear()),
      "missing keys ['negative_slope']"),
@@ -550,7 +585,7 @@ HOSTILE = [
 @pytest.fixture(scope="module")
 def base_file(tmp_path_factory) -> bytes:
     path = tmp_path_factory.mktemp("io") / "all-ops.ncet"
-    save(all_ops_ir(), path)
+    save(all_ops_ir(), path, verify=False)  # the format alone: all-ops computes nothing
     return path.read_bytes()
 
 

@@ -102,6 +102,7 @@ def exactness_record(report: ExactnessReport) -> dict[str, Any]:
         "samples": report.samples,
         "inputs": report.inputs,
         "traced_differs": report.traced_differs,
+        "cut": dict(report.cut),
         "first_violation": None if first is None else first.name,
         "unchecked": list(report.unchecked), "suspicious": list(report.suspicious),
         "arithmetic": {"certified": arithmetic.certified, "operand_u": arithmetic.operand_u,

@@ -13,7 +13,7 @@ from torch import nn
 from ..frontend.cut import cut_nodes
 from ..frontend.trace import Traced
 from ..frontend.walker import Walker, call_node
-from ..ir import GraphIR, IRNode
+from ..ir import GraphIR, IRNode, declared_cut
 from .arithmetic import ArithmeticModel
 from .node_checks import NodeChecks
 from .structure import check_inputs_and_outputs, structural_faults
@@ -38,14 +38,26 @@ class Checker(NodeChecks):
         self.modules = {n: traced.module(n) for n in self.nodes
                         if n.op == "call_module"}
         self.fx_by_name = {n.name: n for n in self.nodes}
-        # a GraphIR cut short (convert's stop_at / cut_trailing): the nodes it leaves out are
-        # run, so that the traced outputs are still held to the eager model's, but not checked
-        self.cut = frozenset(cut_nodes(traced.graph, set(self.ir_nodes), ir.outputs))
+        # a GraphIR cut short (convert's stop_at / cut_trailing) declares the nodes it leaves
+        # out; they are run, so that the traced outputs are still held to the eager model's,
+        # but not checked. Any other node the GraphIR lacks is a mismatch.
+        self.cut_reasons = declared_cut(ir)
+        self.cut = frozenset(self.cut_reasons)
         missing = [n.name for n in self.nodes if n.op.startswith("call_")
                    and n.name not in self.ir_nodes and n.name not in self.cut]
         if missing:
             raise ValueError(f"the GraphIR does not match the model: no IR node for FX node(s) "
-                             f"{', '.join(missing[:5])}")
+                             f"{', '.join(missing[:5])}" + (
+                                 "" if self.cut else " (a GraphIR converted with stop_at= or "
+                                 "cut_trailing= declares the nodes it leaves out in its "
+                                 "Output node's cut attribute; this one declares none)"))
+        inferred = set(cut_nodes(traced.graph, set(self.ir_nodes), ir.outputs))
+        wrong = [name for name in self.cut_reasons if name not in inferred]
+        if wrong:
+            raise ValueError(f"the GraphIR does not match the model: its Output node declares "
+                             f"that it leaves out {', '.join(map(repr, wrong[:5]))}, but the "
+                             "model's traced graph has no such operation, or the GraphIR has "
+                             "a node for it, or its outputs need it")
         returned = list(ir.outputs) if self.cut else None
         check_inputs_and_outputs(ir, traced.graph, returned)
         for name, fault in structural_faults(ir, traced.graph, returned).items():

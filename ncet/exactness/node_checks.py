@@ -58,6 +58,7 @@ class NodeChecks:
         self.stats = {name: NodeStats() for name in self.ir_nodes}
         self.outputs = [NodeStats() for _ in ir.outputs]
         self.traced_differs = False
+        self.cut_reasons: dict[str, str] = {}  # the model's nodes a GraphIR cut short leaves out
         self.samplers: dict[str, ElementSampler] = {}
         self.output_samplers: dict[str, ElementSampler] = {}
         self.scratch = Scratch()
@@ -108,6 +109,10 @@ class NodeChecks:
             stats.note(f"dtype: the IR records {node.dtype}, {self.runtime} computes "
                        f"{computed}")
             stats.local.violate()
+        if tuple(torch_value.shape[1:]) != tuple(node.shape):  # the record's own claim
+            self.flag(node.name, f"structure: the IR declares per-sample shape "
+                                 f"{list(node.shape)}, {self.runtime} computes "
+                                 f"{list(torch_value.shape[1:])}")
         visit = _Visit(NodeInputs(node, raw, ins, torch_value.dtype, t.shape), stats, t)
         try:
             bound = self.bounds.local(visit.at)
@@ -217,4 +222,4 @@ class NodeChecks:
             self.traced_differs,
             MappingProxyType({k: s.freeze() for k, s in self.samplers.items()}),
             MappingProxyType({k: s.freeze() for k, s in self.output_samplers.items()}),
-            self.runtime)
+            self.runtime, MappingProxyType(dict(self.cut_reasons)))

@@ -14,7 +14,7 @@ from ..errors import quote_source
 from .arithmetic import FLUSH_VERDICT, SUSPICION_LAMBDA, ArithmeticModel
 from .blame import Blame, trace_violations
 from .entries import STATUSES, ExactnessEntry, OutputEntry, vacuous
-from .report_view import consequences, ratio_text, repr_html, styled_frame, text_table
+from .report_view import consequences, cut_text, ratio_text, repr_html, styled_frame, text_table
 
 __all__ = ["OUTPUT_ERROR_SAMPLE_SIZE", "STATUSES", "VALUE_SAMPLE_SIZE", "ExactnessEntry",
            "ExactnessReport", "OutputEntry", "vacuous"]
@@ -51,6 +51,10 @@ class ExactnessReport:
             read with `output_error_sample`.
         runtime: What computed the values checked: "PyTorch" (`check_exactness`), or
             another runtime (`check_onnx`: "onnxruntime <version>").
+        cut: For a GraphIR cut short (`convert(stop_at=..., cut_trailing=...)`), the model's
+            operations it leaves out, FX node name -> why (its Output node's `cut`): its
+            outputs were checked against the model's values at the cut, not the model's
+            outputs. Empty when the whole model was checked.
     """
 
     entries: tuple[ExactnessEntry, ...]
@@ -66,6 +70,7 @@ class ExactnessReport:
     output_samples: Mapping[str, tuple[torch.Tensor, ...]] = field(
         default_factory=_no_samples, repr=False, compare=False)
     runtime: str = "PyTorch"
+    cut: Mapping[str, str] = field(default_factory=_no_samples)
 
     def value_sample(self, node_name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """PyTorch's values and the float64 end-to-end reference values of one IR node at up
@@ -356,6 +361,8 @@ class ExactnessReport:
                 f"; first output {self.unchecked[0]!r}" if self.unchecked else ""
             verdict = (f"NOT CERTIFIED: {len(self.unchecked)} node(s) or output(s) could not "
                        f"be checked{where}")
+        if self.cut:
+            verdict += f"; {cut_text(self.cut)}"
         if self.arithmetic.flush:
             verdict += f"; {FLUSH_VERDICT}"
         if not self.arithmetic.certified and not verdict.startswith("NOT CERTIFIED"):

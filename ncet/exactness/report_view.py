@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -166,6 +167,17 @@ def consequences(report: ExactnessReport) -> list[str]:
         lines.append(f"vacuous end-to-end bound at {len(nodes)} node(s) ({names_text(nodes)}); "
                      "the outputs' bounds are not vacuous")
     return lines
+
+
+def cut_text(cut: Mapping[str, str]) -> str:
+    """What a GraphIR cut short was checked against (`ExactnessReport.cut`, FX node name ->
+    why): "checked against the model's values at the cut, not its outputs: 'softmax' cut
+    (trailing nn.Softmax, cut_trailing=True)"."""
+    by_reason: dict[str, list[str]] = {}
+    for name, why in cut.items():
+        by_reason.setdefault(why, []).append(name)
+    return "checked against the model's values at the cut, not its outputs: " + "; ".join(
+        f"{names_text(names)} cut ({why})" for why, names in by_reason.items())
 
 
 def names_text(names, limit: int = 6) -> str:

@@ -8,8 +8,9 @@ compact encoding of the same content (docs/file-format.md, "The GraphIR hash"):
     JSON [nodes, constants], with no spaces and ASCII escapes, then b"\\n"
     each constant's little-endian bytes, in the GraphIR's order
 
-where a node is `[name, op_type, inputs, [its attribute values in OP_SCHEMAS order], shape,
-dtype, [fx_name, fx_op, target, module_path, module_type, location]]` and a constant
+where a node is `[name, op_type, inputs, [its attribute values in OP_SCHEMAS order, then
+[key, value] per optional attribute present (OPTIONAL_ATTRS)], shape, dtype, [fx_name, fx_op,
+target, module_path, module_type, location]]` and a constant
 `[name, dtype, shape]`. The JSON text holds no newline and fixes every constant's size, so
 the stream is read back one way only: two GraphIRs have the same hash exactly when their
 nodes, provenance and constants' dtypes, shapes and bytes are the same. Tuples and lists are
@@ -24,7 +25,7 @@ import json
 import operator
 
 from ..errors import GraphIRFormatError
-from ..ir import OP_SCHEMAS, GraphIR, IRNode, Source
+from ..ir import OP_SCHEMAS, OPTIONAL_ATTRS, GraphIR, IRNode, Source
 from .file import constant_bytes, plain
 from .header import ATTRIBUTE_KINDS, check_shape
 
@@ -55,6 +56,10 @@ _SCHEMAS = {op_type: _schema(arity, schema) for op_type, (arity, schema) in OP_S
 """Per op_type: its attribute values in schema order, its attribute names and arity; (key,
 kind, what, test) per attribute that names no constant, the test `save`'s header schema
 applies to the value; and its attributes naming a constant, required and optional."""
+
+_OPTIONAL = {op_type: {key: (key, kind, *ATTRIBUTE_KINDS[kind]) for key, kind in schema.items()}
+             for op_type, schema in OPTIONAL_ATTRS.items()}
+"""Per op_type, its optional attributes' (key, kind, what, test), by key."""
 
 
 def _refuse(node: IRNode, problem: str):
@@ -117,9 +122,18 @@ def _row(node: IRNode, last: bool, operators: bool, seen: set[str], constants,
     for producer in inputs:
         if type(producer) is not str or producer not in seen:
             _refuse(node, f"input {producer!r:.80} names no earlier node")
-    if node.attrs.keys() != keys:
-        _refuse(node, f"the attributes {sorted(map(str, node.attrs))!r:.80} are not "
-                      f"{op_type}'s {sorted(keys)}")
+    values = values_of(node.attrs) if node.attrs.keys() == keys else None
+    if values is None:
+        present = node.attrs.keys() - keys
+        extra = _OPTIONAL.get(op_type, {})
+        if not keys <= node.attrs.keys() or not present <= extra.keys():
+            _refuse(node, f"the attributes {sorted(map(str, node.attrs))!r:.80} are not "
+                          f"{op_type}'s {sorted(keys)}"
+                          + (f" (and optionally {sorted(extra)})" if extra else ""))
+        # the optional ones present, after the schema's: [key, value] each, in schema order
+        tests = (*tests, *(t for t in extra.values() if t[0] in present))
+        values = (*values_of(node.attrs),
+                  *([key, node.attrs[key]] for key in extra if key in present))
     _check_attrs(node, tests, required, optional, constants)
     _check_shape(node, shapes)
     try:
@@ -128,7 +142,7 @@ def _row(node: IRNode, last: bool, operators: bool, seen: set[str], constants,
         _refuse(node, f"the provenance {node.source!r:.80} is not a Source")
     if type(node.dtype) is not str or any(type(v) is not str for v in source):
         _refuse(node, "the dtype and every provenance field must be strings")
-    return name, op_type, inputs, values_of(node.attrs), node.shape, node.dtype, source
+    return name, op_type, inputs, values, node.shape, node.dtype, source
 
 
 def constant_table(ir: GraphIR) -> dict[str, tuple[str, memoryview]]:

@@ -12,7 +12,7 @@ from types import MappingProxyType
 import torch
 
 from ..errors import GraphIRFormatError
-from ..ir import OP_SCHEMAS, GraphIR, IRNode, Source
+from ..ir import OP_SCHEMAS, OPTIONAL_ATTRS, GraphIR, IRNode, Source
 from .atomic import atomic_writer
 from .budget import budget_for
 from .consistency import check_consistency
@@ -35,13 +35,15 @@ MAX_FILE_BYTES = 16 * 2**30
 """Files larger than this are refused before anything is read."""
 
 
-def save(ir: GraphIR, path: str | os.PathLike) -> None:
+def save(ir: GraphIR, path: str | os.PathLike, *, verify: bool = True) -> None:
     """Write `ir` to `path` as one GraphIR file (see docs/file-format.md).
 
     The same GraphIR always gives the same bytes: sorted JSON keys, floats written by repr,
-    constants in the GraphIR's order, no timestamps. Whatever `save` writes, `load` parses;
-    its meaning check (`verify=True`) and limits are `load`'s alone, so a hand-built GraphIR
-    that does not compute can be saved, and read back only with `verify=False`.
+    constants in the GraphIR's order, no timestamps. Whatever `save` writes, `load` parses,
+    and with `verify=True` (the default) `save` first runs the meaning check `load` runs
+    (`check_consistency`: every attribute, dtype and declared shape against what the graph
+    computes), so it refuses a GraphIR that `load` would refuse. Only `load`'s limits on the
+    check's memory and work are `load`'s alone (the GraphIR is already in memory here).
 
     Example:
         >>> ncet.save(ir, "net.ncet"); ir2 = ncet.load("net.ncet")
@@ -50,14 +52,24 @@ def save(ir: GraphIR, path: str | os.PathLike) -> None:
         ir: The graph to write.
         path: Destination file; replaced atomically if it exists (a write that fails leaves
             it as it was).
+        verify: Check that the graph means what it declares first, as `load(verify=True)`
+            does; False writes a GraphIR that does not compute (read back only with
+            `load(verify=False)`), e.g. to test a consumer.
 
     Raises:
         TypeError: `ir` is not a GraphIR.
         ValueError: The graph cannot be stored: a non-finite or non-JSON attribute, a
             constant that is not a dense tensor of an allowed dtype, or anything else that
-            `load`'s header schema would reject.
+            `load`'s header schema would reject; with `verify`, anything its meaning check
+            would reject (a declared shape the node does not compute, say), naming the node.
     """
     chunks = _chunks(ir, "save")  # every check runs before the file is opened
+    if verify:
+        try:
+            check_consistency(ir)
+        except GraphIRFormatError as exc:
+            raise ValueError(f"cannot save this GraphIR: {exc} (ncet.load would refuse the "
+                             "file)") from None
     with atomic_writer(path) as f:  # a failed or concurrent write never leaves a mixed file
         for chunk in chunks:
             f.write(chunk)
@@ -72,7 +84,7 @@ def file_sha256(ir: GraphIR) -> str:
         True
 
     Raises:
-        TypeError, ValueError: As `save`, for the same GraphIRs.
+        TypeError, ValueError: As `save(verify=False)`, for the same GraphIRs.
     """
     digest = hashlib.sha256()
     for chunk in _chunks(ir, "file_sha256"):
@@ -319,7 +331,9 @@ def _build(nodes: list[dict], constants: dict[str, torch.Tensor]) -> GraphIR:
             n = nodes.pop()
             built.append(IRNode(
                 name=n["name"], op_type=n["op_type"], inputs=tuple(n["inputs"]),
-                attrs={k: n["attrs"][k] for k in OP_SCHEMAS[n["op_type"]][1]},
+                attrs={k: n["attrs"][k] for k in (*OP_SCHEMAS[n["op_type"]][1],
+                                                  *OPTIONAL_ATTRS.get(n["op_type"], ()))
+                       if k in n["attrs"]},
                 shape=None if n["shape"] is None else tuple(n["shape"]), dtype=n["dtype"],
                 source=Source(**n["source"])))
         return GraphIR(tuple(built), constants)

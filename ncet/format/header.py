@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from ..errors import GraphIRFormatError
-from ..ir import OP_SCHEMAS, Source
+from ..ir import OP_SCHEMAS, OPTIONAL_ATTRS, Source
 
 FORMAT_NAME = "ncet-graphir"
 FORMAT_VERSION = 1
@@ -171,13 +171,20 @@ ATTRIBUTE_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
                   type(x) is list and len(x) == 3 and all(map(_is_int, x))) for x in v)),
     "const": ("a constant name", _is_str),
     "const?": ("a constant name or null", lambda v: v is None or _is_str(v)),
+    "cut": ("a non-empty list of [node name, why] lists of two non-empty strings, each name "
+            "once", lambda v: type(v) is list and bool(v) and all(
+                type(x) is list and len(x) == 2 and all(_is_str(s) and s for s in x)
+                for x in v) and len({x[0] for x in v}) == len(v)),
 }
-assert {k for _, s in OP_SCHEMAS.values() for k in s.values()} <= set(ATTRIBUTE_KINDS), \
+assert {k for _, s in OP_SCHEMAS.values() for k in s.values()} | {
+    k for s in OPTIONAL_ATTRS.values() for k in s.values()} <= set(ATTRIBUTE_KINDS), \
     "new attr kind"
 
 
 def _check_attrs(where: str, op_type: str, attrs, constants: set[str]) -> None:
-    schema = OP_SCHEMAS[op_type][1]
+    optional = OPTIONAL_ATTRS.get(op_type, {})
+    schema = {**OP_SCHEMAS[op_type][1], **{k: v for k, v in optional.items()
+                                           if type(attrs) is dict and k in attrs}}
     _check_keys(where, attrs, frozenset(schema))
     for key, kind in schema.items():
         (what, ok), value = ATTRIBUTE_KINDS[kind], attrs[key]

@@ -226,9 +226,11 @@ class _Walk:
                                     "from the inputs (or returns a nested structure)",
                 hint="return a tensor or a flat tuple of tensors computed from the inputs"))
             return self._row(node, "boundary", spelling="output", error=error)
+        attrs = {"tuple": isinstance(result, (tuple, list))}
+        if self.cut is not None and self.cut.nodes:  # declared, for check_exactness
+            attrs["cut"] = [[name, why] for name, why in self.cut.nodes.items()]
         self.ir_nodes.append(IRNode(node.name, "Output", tuple(o.name for o in outputs),
-                                    {"tuple": isinstance(result, (tuple, list))}, None, "",
-                                    Source(node.name, node.op, "output")))
+                                    attrs, None, "", Source(node.name, node.op, "output")))
         return self._row(node, "mapped", spelling="output", op_type="Output")
 
     def _call_module(self, node):
