@@ -686,3 +686,77 @@ def test_every_node_under_flush_to_zero_is_within_the_bound(dtype, env, tmp_path
         value, radius = saved["enclosure"][node.name]
         outside += violations(node, value, radius, exact[node.name])
     assert not outside, f"outside the enclosure under flushing: {outside[:3]}"
+
+
+# --- under flushing, end to end: subnormal graph inputs through exact ops ---------------------
+
+def daz_models() -> dict[str, tuple[nn.Module, tuple]]:
+    """Input -> ReLU -> Linear and Input -> MaxPool -> Conv (padding 1), weights 2^40: a
+    subnormal input that denormals-are-zero reads as zero before the rounding node loses up
+    to 2^40 eta there, which no rounding node's own inputs show (they are zeros)."""
+    relu = nn.Sequential(nn.ReLU(), nn.Linear(4, 2, bias=False))
+    pool = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(1, 2, 3, padding=1, bias=False))
+    with torch.no_grad():
+        relu[1].weight.fill_(2.0 ** 40)
+        pool[1].weight.fill_(2.0 ** 40)
+    return {"ReLU-Linear": (relu.eval(), (4,)), "MaxPool-Conv": (pool.eval(), (1, 4, 4))}
+
+
+def daz_input(shape: tuple) -> torch.Tensor:
+    """Three samples of positive subnormal float32 values, made from their bits (stored
+    before any flag is set)."""
+    count = math.prod(shape)
+    bits = (torch.arange(3 * count, dtype=torch.int32) % 7 + 1) << 19
+    return bits.view(torch.float32).reshape(3, *shape).clone()
+
+
+DAZ_RUN = """
+import json, sys, torch, ncet
+from tests.test_oracle import daz_models, daz_input
+torch.set_num_threads(2)
+torch.set_flush_denormal(True)      # the calling thread, before the workers start
+_ = torch.randn(1 << 20) * 2        # the OpenMP workers start now and copy it: every thread
+found, saved = {}, {}
+for name, (model, shape) in daz_models().items():
+    x = daz_input(shape)
+    ir = ncet.convert(model, shape)
+    report = ncet.check_exactness(model, ir, x)
+    with torch.no_grad():
+        saved[name] = model(x)
+    found[name] = {"ok": report.ok, "flush": report.arithmetic.flush,
+                   "bound": report.outputs[0].max_bound, "summary": report.summary()}
+torch.save(saved, sys.argv[1])
+print(json.dumps(found))
+"""
+
+
+def test_subnormal_inputs_through_exact_ops_under_flushing(tmp_path):
+    """Flush-to-zero and denormals-are-zero on every thread, subnormal graph inputs into
+    ReLU -> Linear and MaxPool -> Conv: PyTorch's output (zeros) is far from the exact value
+    on the original inputs, and the certificate's end-to-end bound at the output holds it
+    (ratio <= 1): the inputs' radius eta carried through the exact op is charged."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", DAZ_RUN, str(tmp_path / "out.pt")],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    saved = torch.load(tmp_path / "out.pt")
+    for name, (model, shape) in daz_models().items():
+        x = daz_input(shape)
+        ir = ncet.convert(model, shape)
+        exact = exact_values(ir, x)[ir.outputs[0]]
+        got = found[name]
+        assert got["flush"], got["summary"]
+        with mpmath.workprec(PREC):
+            errors = [abs(mpf(v) - e) for v, e in zip(
+                saved[name].double().flatten().tolist(), exact.flatten())]
+            worst = float(max(errors))
+        smallest = float(min(abs(e) for e in exact.flatten()))
+        assert worst > 2.0 ** -126 * 2.0 ** 30, f"{name}: not flushed ({worst:.3g})"
+        assert smallest > 0
+        assert got["ok"], f"{name}: {got['summary']}"
+        assert worst <= got["bound"], f"{name}: error {worst:.3g} > bound {got['bound']:.3g}"

@@ -21,7 +21,10 @@ m the inputs that may be flushed (0 < |x| < eta_d, `flushable`):
 
     Phi_d = SAFETY [(3 + 2 Gamma_d(k)) (C(eta_d m) + C(eta_64 1)) + 2 k eta_d]
 
-(`FlushedBounds` adds it on every route). Otherwise Phi = 0 and the bounds are unchanged.
+(`FlushedBounds` adds it on every route). An exact op gets eta C(m) (a comparison may read a
+subnormal operand as zero, `ExactFlushedBound`) and a graph input the radius eta m where it is
+subnormal (`input_radius`), so the loss reaches the next rounding node. Otherwise Phi = 0 and
+the bounds are unchanged.
 
 This is the reference path, the specification the checker's fast paths are held to
 (`fast_paths.py`).
@@ -122,6 +125,18 @@ def flushable(x: torch.Tensor, eta: float) -> torch.Tensor:
     if x.dtype == _F64:
         mask |= (x.abs() < eta) & (x != 0)
     return mask
+
+
+def input_radius(x: torch.Tensor, arithmetic: ArithmeticModel) -> torch.Tensor:
+    """A graph input's radius under flushing (§2.2): eta of its dtype where it is
+    subnormal in its bits (a kernel, or the float64 conversion under denormals-are-zero,
+    may read it as zero, and an exact op such as ReLU or MaxPool carries that loss to the
+    next rounding node, whose own inputs are then zeros); a scalar 0 otherwise."""
+    zero = torch.zeros((), dtype=_F64)
+    if not arithmetic.flush or not x.is_floating_point():
+        return zero
+    mask = flushable(x, SMALLEST_NORMAL.get(x.dtype, 0.0))
+    return mask.to(_F64).mul_(SMALLEST_NORMAL[x.dtype]) if bool(mask.any()) else zero
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,7 +322,8 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
     """
     consts = {k: v.to(_F64) for k, v in ir.constants.items()}
     arithmetic = read_arithmetic_model()
-    if arithmetic.flush and (subnormal := subnormal_constants(ir.nodes, ir.constants)):
+    if arithmetic.flush and (subnormal := subnormal_constants(
+            ir.nodes, ir.constants, arithmetic.flushing_kernels)):
         arithmetic = arithmetic.outside(f"subnormal constants ({', '.join(subnormal[:5])}) "
                                         "may be flushed to zero")
     if not arithmetic.certified:
@@ -315,7 +331,7 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
     abs_consts = {k: v.abs() for k, v in consts.items()}
     out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for node, x in zip(ir.inputs, inputs):
-        out[node.name] = (x.to(_F64), torch.zeros((), dtype=_F64))
+        out[node.name] = (x.to(_F64), input_radius(x, arithmetic))
     for node in ir.nodes:
         if node.op_type in ("Input", "Output"):
             continue
@@ -356,10 +372,10 @@ class FlushedBounds:
         self.arithmetic = arithmetic
         self.terms: dict[tuple[str, torch.dtype], FlushTerm] = {}
 
-    def local(self, at: NodeInputs) -> FlushedBound | None:
+    def local(self, at: NodeInputs) -> FlushedBound | ExactFlushedBound | None:
         bound = self.inner.local(at)
         if bound is None:
-            return None
+            return ExactFlushedBound.at(at, self.abs_consts)
         key = (at.node.name, at.dtype)
         term = self.terms.get(key)
         if term is None:
@@ -368,3 +384,30 @@ class FlushedBounds:
                 self.constants, at.dtype, self.arithmetic, tuple(x.dtype for x in at.computed))
         flushed = term.of([flushable(x, term.eta) for x in at.computed], self.abs_consts)
         return FlushedBound(bound, flushed, bound.value + flushed)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactFlushedBound:
+    """An exact op (ReLU, MaxPool, a reshape...) under flushing (§2.2): denormals-are-zero
+    may read its subnormal inputs as zero (a comparison does), so its value is within
+    eta C(m) of the op on its inputs, m where they may be flushed; carried to the next
+    rounding node with the inputs' radii."""
+
+    node: IRNode
+    abs_consts: Consts
+    value: torch.Tensor
+
+    @classmethod
+    def at(cls, at: NodeInputs, abs_consts: Consts) -> ExactFlushedBound | None:
+        """None when no input may be flushed (the op is then exact as without flushing)."""
+        eta = max((SMALLEST_NORMAL.get(x.dtype, 0.0) for x in at.computed), default=0.0)
+        masks = [flushable(x, eta) for x in at.computed]
+        if not any(bool(m.any()) for m in masks):
+            return None
+        radii = [m.to(_F64).mul_(eta) for m in masks]
+        carry = BOUND_RULES[at.node.op_type].carry
+        return cls(at.node, abs_consts, SAFETY * carry(at.node, radii, abs_consts))
+
+    def radius(self, radii: Tensors) -> torch.Tensor:
+        return BOUND_RULES[self.node.op_type].carry(self.node, radii, self.abs_consts) \
+            + self.value
