@@ -760,3 +760,64 @@ def test_subnormal_inputs_through_exact_ops_under_flushing(tmp_path):
         assert smallest > 0
         assert got["ok"], f"{name}: {got['summary']}"
         assert worst <= got["bound"], f"{name}: error {worst:.3g} > bound {got['bound']:.3g}"
+
+
+# --- every op's row under flushing: subnormal inputs, every thread flushing -------------------
+
+FLUSH_SCALE = 2.0 ** -124
+"""Inputs of the flushed rows: randn times this, about a fifth of them subnormal in float32."""
+
+FLUSHED_ROWS_RUN = """
+import sys, torch
+from tests.test_oracle import ROWS, FLUSH_SCALE, inputs_at
+rows = [(p.id, p.values[0], p.values[1]) for p in ROWS]
+inputs = {name: [x.float() for x in inputs_at(shapes, FLUSH_SCALE)] for name, _, shapes in rows}
+torch.set_num_threads(2)
+torch.set_flush_denormal(True)      # the calling thread, before the workers start
+_ = torch.randn(1 << 20) * 2        # the OpenMP workers start now and copy it: every thread
+with torch.no_grad():
+    values = {name: build().float()(*inputs[name]) for name, build, _ in rows}
+flushed = bool((torch.tensor([1e-40]) * 1.0 == 0).all())
+torch.save({"inputs": inputs, "values": values, "flushed": flushed}, sys.argv[1])
+"""
+
+
+def test_every_op_under_flush_to_zero_is_within_its_local_bound(tmp_path):
+    """Every per-op row (Conv2d with padding, BatchNorm, the pools, Add, LeakyReLU, the
+    data movement ops...) computed in float32 with flush-to-zero and denormals-are-zero on
+    every thread, on inputs near 2^-124 (a fifth of them subnormal): the exact oracle holds
+    PyTorch's value to `local_bound` with the underflow term (ratio <= 1), which the
+    gradual bounds alone do not."""
+    import os
+    import subprocess
+    import sys
+
+    from ncet.exactness.arithmetic import ArithmeticModel
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = tmp_path / "rows.pt"
+    done = subprocess.run([sys.executable, "-c", FLUSHED_ROWS_RUN, str(path)],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = torch.load(path)
+    assert saved["flushed"], "the subprocess did not flush: the test would prove nothing"
+    bad, worst, gradual, subnormal = [], {}, [], 0
+    for param in ROWS:
+        name, (build, shapes, op_type) = param.id, param.values
+        xs, got = saved["inputs"][name], saved["values"][name]
+        subnormal += sum(int(((x != 0) & (x.abs() < 2.0 ** -126)).sum()) for x in xs)
+        ir = ncet.convert(build(), *shapes)
+        node = only_op(ir)
+        assert node.op_type == op_type, name
+        exact = exact_values(ir, *xs)[node.name]
+        for flush, found in ((True, bad), (False, gradual)):
+            bound = local_bound(node, xs, dict(ir.constants), torch.float32,
+                                ArithmeticModel(flush=flush))
+            ratio = [0.0]
+            found += violations(node, got, bound, exact, ratio)
+            if flush:
+                worst[name] = ratio[0]
+    assert subnormal > 100, subnormal
+    assert not bad, f"outside the bound under flushing: {bad[:3]} ({len(bad)} in all)"
+    assert max(worst.values()) <= 1, worst
+    # without the term the comparisons' flushed reads (MaxPool, ReLU) are outside: it is needed
+    assert gradual, "the gradual bounds hold: nothing was read as zero"

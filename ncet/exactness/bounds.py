@@ -21,7 +21,7 @@ m the inputs that may be flushed (0 < |x| < eta_d, `flushable`):
 
     Phi_d = SAFETY [(3 + 2 Gamma_d(k)) (C(eta_d m) + C(eta_64 1)) + 2 k eta_d]
 
-(`FlushedBounds` adds it on every route). An exact op gets eta C(m) (a comparison may read a
+(`FlushedBounds` adds it on every route). An exact op gets 2 eta C(m) (a comparison may read a
 subnormal operand as zero, `ExactFlushedBound`) and a graph input the radius eta m where it is
 subnormal (`input_radius`), so the loss reaches the next rounding node. Otherwise Phi = 0 and
 the bounds are unchanged.
@@ -125,6 +125,12 @@ def flushable(x: torch.Tensor, eta: float) -> torch.Tensor:
     if x.dtype == _F64:
         mask |= (x.abs() < eta) & (x != 0)
     return mask
+
+
+FLUSH_COMPARED = 2
+"""An exact op's bound under flushing is FLUSH_COMPARED eta C(m) (§2.2): a comparison reads
+its operands as zero below eta (the chosen one's value within eta of the true maximum) and
+returns the chosen operand's own bits (another eta)."""
 
 
 def input_radius(x: torch.Tensor, arithmetic: ArithmeticModel) -> torch.Tensor:
@@ -293,18 +299,26 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
         consts: The IR's constants in their own dtypes (read exactly).
         dtype: The precision the node is computed in.
         arithmetic: The arithmetic model (flags); read from PyTorch when None. Under
-            flushing the bound includes the underflow term `flush_term`.
+            flushing the bound includes the underflow term `flush_term` (an exact op's,
+            2 eta C(m), where an input is below eta; the model is then read only there).
     """
     xs = [x.to(_F64) for x in inputs]
     abs_consts = {k: v.to(_F64).abs() for k, v in consts.items()}
     r = rounding(node, xs, abs_consts, consts)
-    if r.magnitude is None:
-        return torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
-    arithmetic = arithmetic or read_arithmetic_model()
     operands = tuple(x.dtype for x in inputs)
     eta = max(SMALLEST_NORMAL.get(d, 0.0) for d in (dtype, *operands))
+    masks = [flushable(x, eta) for x in inputs]
+    if r.magnitude is None:  # an exact op: 2 eta C(m) under flushing (`ExactFlushedBound`)
+        zero = torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
+        if not any(bool(m.any()) for m in masks) \
+                or not (arithmetic or read_arithmetic_model()).flush:
+            return zero
+        radii = [m.to(_F64).mul_(eta) for m in masks]
+        return zero + SAFETY * FLUSH_COMPARED * BOUND_RULES[node.op_type].carry(
+            node, radii, abs_consts)
+    arithmetic = arithmetic or read_arithmetic_model()
     flushed = flush_term(node, [tuple(x.shape[1:]) for x in xs], abs_consts, consts, dtype,
-                         arithmetic, operands, [flushable(x, eta) for x in inputs])
+                         arithmetic, operands, masks)
     return r.bound(node, dtype, arithmetic) * SAFETY + flushed
 
 
@@ -389,9 +403,10 @@ class FlushedBounds:
 @dataclass(frozen=True, slots=True)
 class ExactFlushedBound:
     """An exact op (ReLU, MaxPool, a reshape...) under flushing (§2.2): denormals-are-zero
-    may read its subnormal inputs as zero (a comparison does), so its value is within
-    eta C(m) of the op on its inputs, m where they may be flushed; carried to the next
-    rounding node with the inputs' radii."""
+    may read its subnormal inputs as zero (a comparison does) and returns the chosen
+    input's own bits, so its value is within 2 eta C(m) of the op on its inputs, m where
+    they may be flushed (`FLUSH_COMPARED`); carried to the next rounding node with the
+    inputs' radii."""
 
     node: IRNode
     abs_consts: Consts
@@ -406,7 +421,8 @@ class ExactFlushedBound:
             return None
         radii = [m.to(_F64).mul_(eta) for m in masks]
         carry = BOUND_RULES[at.node.op_type].carry
-        return cls(at.node, abs_consts, SAFETY * carry(at.node, radii, abs_consts))
+        return cls(at.node, abs_consts,
+                   SAFETY * FLUSH_COMPARED * carry(at.node, radii, abs_consts))
 
     def radius(self, radii: Tensors) -> torch.Tensor:
         return BOUND_RULES[self.node.op_type].carry(self.node, radii, self.abs_consts) \
