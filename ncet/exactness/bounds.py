@@ -133,6 +133,15 @@ its operands as zero below eta (the chosen one's value within eta of the true ma
 returns the chosen operand's own bits (another eta)."""
 
 
+def compared_eta(dtype: torch.dtype) -> float:
+    """The eta below which a comparison or a move of `dtype` values may read them as zero
+    under flushing: float32's for float16 (CPU kernels widen float16 to float32, exactly
+    whatever denormals-are-zero says, where its subnormals are normal numbers; §2.2), else
+    the dtype's own smallest normal (0 for an integer dtype)."""
+    return SMALLEST_NORMAL[torch.float32] if dtype == torch.float16 \
+        else SMALLEST_NORMAL.get(dtype, 0.0)
+
+
 def input_radius(x: torch.Tensor, arithmetic: ArithmeticModel) -> torch.Tensor:
     """A graph input's radius under flushing (§2.2): eta of its dtype where it is
     subnormal in its bits (a kernel, or the float64 conversion under denormals-are-zero,
@@ -141,8 +150,9 @@ def input_radius(x: torch.Tensor, arithmetic: ArithmeticModel) -> torch.Tensor:
     zero = torch.zeros((), dtype=_F64)
     if not arithmetic.flush or not x.is_floating_point():
         return zero
-    mask = flushable(x, SMALLEST_NORMAL.get(x.dtype, 0.0))
-    return mask.to(_F64).mul_(SMALLEST_NORMAL[x.dtype]) if bool(mask.any()) else zero
+    eta = compared_eta(x.dtype)
+    mask = flushable(x, eta)
+    return mask.to(_F64).mul_(eta) if bool(mask.any()) else zero
 
 
 @dataclass(frozen=True, slots=True)
@@ -310,6 +320,8 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
     masks = [flushable(x, eta) for x in inputs]
     if r.magnitude is None:  # an exact op: 2 eta C(m) under flushing (`ExactFlushedBound`)
         zero = torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
+        eta = max(compared_eta(d) for d in (dtype, *operands))
+        masks = [flushable(x, eta) for x in inputs]
         if not any(bool(m.any()) for m in masks) \
                 or not (arithmetic or read_arithmetic_model()).flush:
             return zero
@@ -415,7 +427,7 @@ class ExactFlushedBound:
     @classmethod
     def at(cls, at: NodeInputs, abs_consts: Consts) -> ExactFlushedBound | None:
         """None when no input may be flushed (the op is then exact as without flushing)."""
-        eta = max((SMALLEST_NORMAL.get(x.dtype, 0.0) for x in at.computed), default=0.0)
+        eta = max((compared_eta(x.dtype) for x in at.computed), default=0.0)
         masks = [flushable(x, eta) for x in at.computed]
         if not any(bool(m.any()) for m in masks):
             return None
