@@ -114,6 +114,65 @@ def test_a_subnormal_weight_under_flushing_is_not_certified(monkeypatch):
         enclose(ir, torch.ones(1, 4))
 
 
+def test_float16_weights_subnormal_in_float16_are_certified_under_flushing(monkeypatch):
+    """CPU float16 kernels compute in float32 (opmath), where a float16 subnormal weight is
+    a normal number that no flag flushes: a default-initialised float16 Linear (which holds
+    some) is certified under flushing; a bfloat16 subnormal (subnormal in float32 too) and a
+    float16 one where the float16 kernels were seen flushing their operands are not."""
+    monkeypatch.setattr(probes, "probe_subnormals",
+                        lambda: "denormals-are-zero is set on the calling thread (forced)")
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(256, 10)).eval().half()
+    w = model[0].weight
+    assert bool(((w.abs() < torch.finfo(torch.float16).tiny) & (w != 0)).any())
+    ir = ncet.convert(model, (256,), dtype=torch.float16)
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert report.ok and report.arithmetic.certified, report.summary()
+    monkeypatch.setattr(probes, "probe_low_precision_subnormals",
+                        lambda dtype: f"{dtype} matrix products flush (forced)")
+    report = ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert not report.arithmetic.certified and "subnormal constants (_0.weight)" in \
+        report.summary()
+    monkeypatch.setattr(probes, "probe_low_precision_subnormals", lambda dtype: None)
+    bf16 = nn.Sequential(nn.Linear(4, 2)).eval().bfloat16()
+    with torch.no_grad():
+        bf16[0].weight[0, 0] = 2.0 ** -130
+    report = ncet.check_exactness(bf16, ncet.convert(bf16, (4,), dtype=torch.bfloat16),
+                                  samples_per_scale=2)
+    assert not report.arithmetic.certified and "subnormal constants (_0.weight)" in \
+        report.summary()
+
+
+def test_float16_subnormal_weights_are_not_flushed_by_denormals_are_zero():
+    """The fact behind the previous test, on this host: with denormals-are-zero on every
+    thread a float16 Linear, Conv2d and product keep a weight of 2^-20 (float16 subnormal),
+    and the check certifies them."""
+    found = isolated("""
+        torch.set_num_threads(2)
+        torch.set_flush_denormal(True)
+        _ = torch.randn(1 << 20) * 2       # the OpenMP workers start, and copy the state
+        lin = nn.Linear(8, 1, bias=False).half().eval()
+        conv = nn.Conv2d(1, 1, 2, bias=False).half().eval()
+        with torch.no_grad():
+            lin.weight.fill_(2.0 ** -20)
+            conv.weight.fill_(2.0 ** -20)
+        x = torch.full((64, 8), 2.0 ** 10, dtype=torch.float16)
+        image = torch.full((64, 1, 3, 3), 2.0 ** 10, dtype=torch.float16)
+        with torch.no_grad():
+            kept = [float(lin(x).min()) == 2.0 ** -7, float(conv(image).min()) == 2.0 ** -8,
+                    float((x * lin.weight[0]).min()) == 2.0 ** -10]
+        reports = [ncet.check_exactness(lin, ncet.convert(lin, (8,), dtype=torch.float16), x),
+                   ncet.check_exactness(conv, ncet.convert(conv, (1, 3, 3),
+                                                          dtype=torch.float16), image)]
+        print(json.dumps({"kept": kept, "flush": [r.arithmetic.flush for r in reports],
+                          "verdicts": [verdict(r) for r in reports]}))
+    """)
+    assert all(found["kept"]), found["kept"]
+    assert all(found["flush"])
+    for got in found["verdicts"]:
+        assert got["ok"] and got["certified"], got["summary"]
+
+
 # --- 3, 4, 5. reduced precision: PyTorch's flags, both APIs, and oneDNN's environment --------
 
 
@@ -138,15 +197,24 @@ def test_the_new_precision_api_set_to_ieee_is_read_without_crashing():
     assert found["ok"] and found["certified"], found["summary"]
 
 
-@pytest.mark.parametrize(("variable", "value"), [
-    ("ONEDNN_DEFAULT_FPMATH_MODE", "BF16"), ("ONEDNN_DEFAULT_FPMATH_MODE", "ANY"),
-    ("DNNL_DEFAULT_FPMATH_MODE", "bf16"), ("ONEDNN_DEFAULT_FPMATH_MODE", "F16"),
+@pytest.mark.parametrize(("variable", "value", "certified"), [
+    ("ONEDNN_DEFAULT_FPMATH_MODE", "BF16", True), ("DNNL_DEFAULT_FPMATH_MODE", "bf16", True),
+    ("ONEDNN_DEFAULT_FPMATH_MODE", "TF32", True),
+    ("ONEDNN_DEFAULT_FPMATH_MODE", "F16", False), ("ONEDNN_DEFAULT_FPMATH_MODE", "ANY", False),
+    ("ONEDNN_DEFAULT_FPMATH_MODE", "FP8", False),
 ])
-def test_onednn_math_mode_from_the_environment_is_read(monkeypatch, variable, value):
+def test_onednn_math_mode_from_the_environment_is_read(monkeypatch, variable, value,
+                                                       certified):
+    """Modes whose operands keep float32's exponent range (bf16, tf32) are certified with
+    the widened bound and the underflow term; float16 operands (F16, ANY) and an unknown
+    mode are not (a float16 operand below 6.1e-5 is subnormal, above 65504 inf)."""
     monkeypatch.setenv(variable, value)  # read here; oneDNN itself never sees it in this process
     arithmetic = read_arithmetic_model()
-    assert arithmetic.certified and arithmetic.operand_u > 0 and arithmetic.flush
+    assert arithmetic.certified == certified, arithmetic.describe()
+    assert arithmetic.operand_u > 0 and arithmetic.flush
     assert f"{variable}={value}" in arithmetic.describe()
+    if not certified:
+        assert "exponent range" in arithmetic.describe()
 
 
 def test_a_cnn_under_onednns_bf16_math_mode_is_certified_and_a_fault_still_found():

@@ -438,12 +438,14 @@ def test_fused_broadcast_agrees_with_torch():
         assert _broadcast(*case) == want, case
 
 
-@pytest.mark.parametrize("radius", [1e-3, 2.0 ** 300], ids=["small-radii", "beyond-float32"])
+@pytest.mark.parametrize("radius", [1e-3, 2.0 ** 300, 2.0 ** -140],
+                         ids=["small-radii", "beyond-float32", "below-float32-normal"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=str)
 def test_fused_bounds_equal_the_rules(dtype, radius):
     """The fused forms (LinearBound, DotBound) compute the rules of bounds.py: never below
     them (the SAFETY margin kept) and never looser by more than float32 rounding, also for
-    the radii of deep networks, far beyond float32 (DotBound scales them first)."""
+    the radii of deep networks, far beyond float32, and radii below float32's normal range
+    (DotBound scales them first)."""
     from ncet.evaluate import EVALUATORS
     from ncet.exactness.bounds import SAFETY, end_to_end_radius, node_local_bound, rounding
     from ncet.exactness.float32_dots import (
@@ -487,7 +489,7 @@ def test_fused_bounds_equal_the_rules(dtype, radius):
             got_local = fused.local(dot_sum32(node, [x.abs().float() for x in xs], abs32,
                                               False))
             s = carry_exponent(radii)
-            assert (s == 0) == (radius < 2.0 ** 64), node.name
+            assert (s == 0) == (2.0 ** -64 < radius < 2.0 ** 64), node.name
             up = [round_up_to_float32(e, exponent=s) for e in radii]
             assert all(bool((u.double() * 2.0 ** s >= e).all()) for u, e in zip(up, radii))
             got_total = fused.total(got_local, dot_sum32(node, up, abs32, True), s)

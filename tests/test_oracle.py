@@ -686,3 +686,138 @@ def test_every_node_under_flush_to_zero_is_within_the_bound(dtype, env, tmp_path
         value, radius = saved["enclosure"][node.name]
         outside += violations(node, value, radius, exact[node.name])
     assert not outside, f"outside the enclosure under flushing: {outside[:3]}"
+
+
+# --- under flushing, end to end: subnormal graph inputs through exact ops ---------------------
+
+def daz_models() -> dict[str, tuple[nn.Module, tuple]]:
+    """Input -> ReLU -> Linear and Input -> MaxPool -> Conv (padding 1), weights 2^40: a
+    subnormal input that denormals-are-zero reads as zero before the rounding node loses up
+    to 2^40 eta there, which no rounding node's own inputs show (they are zeros)."""
+    relu = nn.Sequential(nn.ReLU(), nn.Linear(4, 2, bias=False))
+    pool = nn.Sequential(nn.MaxPool2d(2), nn.Conv2d(1, 2, 3, padding=1, bias=False))
+    with torch.no_grad():
+        relu[1].weight.fill_(2.0 ** 40)
+        pool[1].weight.fill_(2.0 ** 40)
+    return {"ReLU-Linear": (relu.eval(), (4,)), "MaxPool-Conv": (pool.eval(), (1, 4, 4))}
+
+
+def daz_input(shape: tuple) -> torch.Tensor:
+    """Three samples of positive subnormal float32 values, made from their bits (stored
+    before any flag is set)."""
+    count = math.prod(shape)
+    bits = (torch.arange(3 * count, dtype=torch.int32) % 7 + 1) << 19
+    return bits.view(torch.float32).reshape(3, *shape).clone()
+
+
+DAZ_RUN = """
+import json, sys, torch, ncet
+from tests.test_oracle import daz_models, daz_input
+torch.set_num_threads(2)
+torch.set_flush_denormal(True)      # the calling thread, before the workers start
+_ = torch.randn(1 << 20) * 2        # the OpenMP workers start now and copy it: every thread
+found, saved = {}, {}
+for name, (model, shape) in daz_models().items():
+    x = daz_input(shape)
+    ir = ncet.convert(model, shape)
+    report = ncet.check_exactness(model, ir, x)
+    with torch.no_grad():
+        saved[name] = model(x)
+    found[name] = {"ok": report.ok, "flush": report.arithmetic.flush,
+                   "bound": report.outputs[0].max_bound, "summary": report.summary()}
+torch.save(saved, sys.argv[1])
+print(json.dumps(found))
+"""
+
+
+def test_subnormal_inputs_through_exact_ops_under_flushing(tmp_path):
+    """Flush-to-zero and denormals-are-zero on every thread, subnormal graph inputs into
+    ReLU -> Linear and MaxPool -> Conv: PyTorch's output (zeros) is far from the exact value
+    on the original inputs, and the certificate's end-to-end bound at the output holds it
+    (ratio <= 1): the inputs' radius eta carried through the exact op is charged."""
+    import json
+    import os
+    import subprocess
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    done = subprocess.run([sys.executable, "-c", DAZ_RUN, str(tmp_path / "out.pt")],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    saved = torch.load(tmp_path / "out.pt")
+    for name, (model, shape) in daz_models().items():
+        x = daz_input(shape)
+        ir = ncet.convert(model, shape)
+        exact = exact_values(ir, x)[ir.outputs[0]]
+        got = found[name]
+        assert got["flush"], got["summary"]
+        with mpmath.workprec(PREC):
+            errors = [abs(mpf(v) - e) for v, e in zip(
+                saved[name].double().flatten().tolist(), exact.flatten())]
+            worst = float(max(errors))
+        smallest = float(min(abs(e) for e in exact.flatten()))
+        assert worst > 2.0 ** -126 * 2.0 ** 30, f"{name}: not flushed ({worst:.3g})"
+        assert smallest > 0
+        assert got["ok"], f"{name}: {got['summary']}"
+        assert worst <= got["bound"], f"{name}: error {worst:.3g} > bound {got['bound']:.3g}"
+
+
+# --- every op's row under flushing: subnormal inputs, every thread flushing -------------------
+
+FLUSH_SCALE = 2.0 ** -124
+"""Inputs of the flushed rows: randn times this, about a fifth of them subnormal in float32."""
+
+FLUSHED_ROWS_RUN = """
+import sys, torch
+from tests.test_oracle import ROWS, FLUSH_SCALE, inputs_at
+rows = [(p.id, p.values[0], p.values[1]) for p in ROWS]
+inputs = {name: [x.float() for x in inputs_at(shapes, FLUSH_SCALE)] for name, _, shapes in rows}
+torch.set_num_threads(2)
+torch.set_flush_denormal(True)      # the calling thread, before the workers start
+_ = torch.randn(1 << 20) * 2        # the OpenMP workers start now and copy it: every thread
+with torch.no_grad():
+    values = {name: build().float()(*inputs[name]) for name, build, _ in rows}
+flushed = bool((torch.tensor([1e-40]) * 1.0 == 0).all())
+torch.save({"inputs": inputs, "values": values, "flushed": flushed}, sys.argv[1])
+"""
+
+
+def test_every_op_under_flush_to_zero_is_within_its_local_bound(tmp_path):
+    """Every per-op row (Conv2d with padding, BatchNorm, the pools, Add, LeakyReLU, the
+    data movement ops...) computed in float32 with flush-to-zero and denormals-are-zero on
+    every thread, on inputs near 2^-124 (a fifth of them subnormal): the exact oracle holds
+    PyTorch's value to `local_bound` with the underflow term (ratio <= 1), which the
+    gradual bounds alone do not."""
+    import os
+    import subprocess
+    import sys
+
+    from ncet.exactness.arithmetic import ArithmeticModel
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    path = tmp_path / "rows.pt"
+    done = subprocess.run([sys.executable, "-c", FLUSHED_ROWS_RUN, str(path)],
+                          capture_output=True, text=True, timeout=300, cwd=root)
+    assert done.returncode == 0, done.stderr[-3000:]
+    saved = torch.load(path)
+    assert saved["flushed"], "the subprocess did not flush: the test would prove nothing"
+    bad, worst, gradual, subnormal = [], {}, [], 0
+    for param in ROWS:
+        name, (build, shapes, op_type) = param.id, param.values
+        xs, got = saved["inputs"][name], saved["values"][name]
+        subnormal += sum(int(((x != 0) & (x.abs() < 2.0 ** -126)).sum()) for x in xs)
+        ir = ncet.convert(build(), *shapes)
+        node = only_op(ir)
+        assert node.op_type == op_type, name
+        exact = exact_values(ir, *xs)[node.name]
+        for flush, found in ((True, bad), (False, gradual)):
+            bound = local_bound(node, xs, dict(ir.constants), torch.float32,
+                                ArithmeticModel(flush=flush))
+            ratio = [0.0]
+            found += violations(node, got, bound, exact, ratio)
+            if flush:
+                worst[name] = ratio[0]
+    assert subnormal > 100, subnormal
+    assert not bad, f"outside the bound under flushing: {bad[:3]} ({len(bad)} in all)"
+    assert max(worst.values()) <= 1, worst
+    # without the term the comparisons' flushed reads (MaxPool, ReLU) are outside: it is needed
+    assert gradual, "the gradual bounds hold: nothing was read as zero"

@@ -84,6 +84,10 @@ class ArithmeticModel:
             (flush-to-zero or denormals-are-zero on a thread, low-precision kernels, a
             reduced-precision mode): every rounding node's bounds then carry the underflow
             term of docs/exactness.md §2.2 (`bounds.flush_term`).
+        flushing_kernels: The low-precision dtypes ("float16", "bfloat16") whose matrix
+            products and convolutions were seen flushing their own subnormal operands
+            (`probes.probe_low_precision_subnormals`); elsewhere CPU kernels compute these
+            dtypes in float32 (`rules.subnormal_constants`).
     """
 
     operand_u: float = 0.0
@@ -91,6 +95,7 @@ class ArithmeticModel:
     flags: dict[str, str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
     flush: bool = False
+    flushing_kernels: tuple[str, ...] = ()
 
     def outside(self, reason: str) -> ArithmeticModel:
         """This model, NOT CERTIFIED for `reason` (added to the notes)."""
@@ -205,6 +210,10 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
         notes.append(f"reduced-precision float32 matmul/convolution ({source}): operands "
                      f"rounded to u = 2^{round(math.log2(operand_u))}, accumulated in float32")
         flushed.append(f"{source}: oneDNN flushes subnormal float32 operands in this mode")
+    if fpmath and fpmath.partition("=")[2].strip().upper() not in probes.FPMATH_CERTIFIED:
+        outside.append(f"oneDNN's math mode {fpmath} may round float32 operands to float16, "
+                       "which lacks float32's exponent range (subnormal below 6.1e-5, inf "
+                       "above 65504): no relative bound holds; certified: BF16, TF32")
     subnormals, rounding = probes.probe_subnormals(), probes.probe_rounding()
     if rounding:
         outside.append(rounding)
@@ -213,10 +222,12 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
     if not (subnormals or rounding):
         notes.append("probed on every intra-op thread: subnormals kept, round to nearest")
     flags["flush_denormal"] = str(subnormals is not None)
+    kernels = []
     for dtype in dict.fromkeys(low_precision):
         found = probes.probe_low_precision_subnormals(dtype)
         if found:
             flushed.append(found)
+            kernels.append(str(dtype).removeprefix("torch."))
     if flushed:
         notes.append(FLUSH_NOTE.format("; ".join(flushed)))
     if "False" in (flags["mkldnn.enabled"], flags["mkldnn.available"]) \
@@ -224,4 +235,5 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
         outside.append("oneDNN is disabled, so float32 convolutions may run in NNPACK "
                        "(Winograd/FFT), whose error the Conv2d bound does not cover")
     notes.extend(f"NOT CERTIFIED: {reason}" for reason in outside)
-    return ArithmeticModel(operand_u, not outside, flags, tuple(notes), bool(flushed))
+    return ArithmeticModel(operand_u, not outside, flags, tuple(notes), bool(flushed),
+                           tuple(kernels))

@@ -21,7 +21,10 @@ m the inputs that may be flushed (0 < |x| < eta_d, `flushable`):
 
     Phi_d = SAFETY [(3 + 2 Gamma_d(k)) (C(eta_d m) + C(eta_64 1)) + 2 k eta_d]
 
-(`FlushedBounds` adds it on every route). Otherwise Phi = 0 and the bounds are unchanged.
+(`FlushedBounds` adds it on every route). An exact op gets 2 eta C(m) (a comparison may read a
+subnormal operand as zero, `ExactFlushedBound`) and a graph input the radius eta m where it is
+subnormal (`input_radius`), so the loss reaches the next rounding node. Otherwise Phi = 0 and
+the bounds are unchanged.
 
 This is the reference path, the specification the checker's fast paths are held to
 (`fast_paths.py`).
@@ -122,6 +125,34 @@ def flushable(x: torch.Tensor, eta: float) -> torch.Tensor:
     if x.dtype == _F64:
         mask |= (x.abs() < eta) & (x != 0)
     return mask
+
+
+FLUSH_COMPARED = 2
+"""An exact op's bound under flushing is FLUSH_COMPARED eta C(m) (§2.2): a comparison reads
+its operands as zero below eta (the chosen one's value within eta of the true maximum) and
+returns the chosen operand's own bits (another eta)."""
+
+
+def compared_eta(dtype: torch.dtype) -> float:
+    """The eta below which a comparison or a move of `dtype` values may read them as zero
+    under flushing: float32's for float16 (CPU kernels widen float16 to float32, exactly
+    whatever denormals-are-zero says, where its subnormals are normal numbers; §2.2), else
+    the dtype's own smallest normal (0 for an integer dtype)."""
+    return SMALLEST_NORMAL[torch.float32] if dtype == torch.float16 \
+        else SMALLEST_NORMAL.get(dtype, 0.0)
+
+
+def input_radius(x: torch.Tensor, arithmetic: ArithmeticModel) -> torch.Tensor:
+    """A graph input's radius under flushing (§2.2): eta of its dtype where it is
+    subnormal in its bits (a kernel, or the float64 conversion under denormals-are-zero,
+    may read it as zero, and an exact op such as ReLU or MaxPool carries that loss to the
+    next rounding node, whose own inputs are then zeros); a scalar 0 otherwise."""
+    zero = torch.zeros((), dtype=_F64)
+    if not arithmetic.flush or not x.is_floating_point():
+        return zero
+    eta = compared_eta(x.dtype)
+    mask = flushable(x, eta)
+    return mask.to(_F64).mul_(eta) if bool(mask.any()) else zero
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,18 +309,28 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
         consts: The IR's constants in their own dtypes (read exactly).
         dtype: The precision the node is computed in.
         arithmetic: The arithmetic model (flags); read from PyTorch when None. Under
-            flushing the bound includes the underflow term `flush_term`.
+            flushing the bound includes the underflow term `flush_term` (an exact op's,
+            2 eta C(m), where an input is below eta; the model is then read only there).
     """
     xs = [x.to(_F64) for x in inputs]
     abs_consts = {k: v.to(_F64).abs() for k, v in consts.items()}
     r = rounding(node, xs, abs_consts, consts)
-    if r.magnitude is None:
-        return torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
-    arithmetic = arithmetic or read_arithmetic_model()
     operands = tuple(x.dtype for x in inputs)
     eta = max(SMALLEST_NORMAL.get(d, 0.0) for d in (dtype, *operands))
+    masks = [flushable(x, eta) for x in inputs]
+    if r.magnitude is None:  # an exact op: 2 eta C(m) under flushing (`ExactFlushedBound`)
+        zero = torch.zeros_like(EVALUATORS[node.op_type](node, xs, abs_consts))
+        eta = max(compared_eta(d) for d in (dtype, *operands))
+        masks = [flushable(x, eta) for x in inputs]
+        if not any(bool(m.any()) for m in masks) \
+                or not (arithmetic or read_arithmetic_model()).flush:
+            return zero
+        radii = [m.to(_F64).mul_(eta) for m in masks]
+        return zero + SAFETY * FLUSH_COMPARED * BOUND_RULES[node.op_type].carry(
+            node, radii, abs_consts)
+    arithmetic = arithmetic or read_arithmetic_model()
     flushed = flush_term(node, [tuple(x.shape[1:]) for x in xs], abs_consts, consts, dtype,
-                         arithmetic, operands, [flushable(x, eta) for x in inputs])
+                         arithmetic, operands, masks)
     return r.bound(node, dtype, arithmetic) * SAFETY + flushed
 
 
@@ -307,7 +348,8 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
     """
     consts = {k: v.to(_F64) for k, v in ir.constants.items()}
     arithmetic = read_arithmetic_model()
-    if arithmetic.flush and (subnormal := subnormal_constants(ir.nodes, ir.constants)):
+    if arithmetic.flush and (subnormal := subnormal_constants(
+            ir.nodes, ir.constants, arithmetic.flushing_kernels)):
         arithmetic = arithmetic.outside(f"subnormal constants ({', '.join(subnormal[:5])}) "
                                         "may be flushed to zero")
     if not arithmetic.certified:
@@ -315,7 +357,7 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
     abs_consts = {k: v.abs() for k, v in consts.items()}
     out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
     for node, x in zip(ir.inputs, inputs):
-        out[node.name] = (x.to(_F64), torch.zeros((), dtype=_F64))
+        out[node.name] = (x.to(_F64), input_radius(x, arithmetic))
     for node in ir.nodes:
         if node.op_type in ("Input", "Output"):
             continue
@@ -356,10 +398,10 @@ class FlushedBounds:
         self.arithmetic = arithmetic
         self.terms: dict[tuple[str, torch.dtype], FlushTerm] = {}
 
-    def local(self, at: NodeInputs) -> FlushedBound | None:
+    def local(self, at: NodeInputs) -> FlushedBound | ExactFlushedBound | None:
         bound = self.inner.local(at)
         if bound is None:
-            return None
+            return ExactFlushedBound.at(at, self.abs_consts)
         key = (at.node.name, at.dtype)
         term = self.terms.get(key)
         if term is None:
@@ -368,3 +410,32 @@ class FlushedBounds:
                 self.constants, at.dtype, self.arithmetic, tuple(x.dtype for x in at.computed))
         flushed = term.of([flushable(x, term.eta) for x in at.computed], self.abs_consts)
         return FlushedBound(bound, flushed, bound.value + flushed)
+
+
+@dataclass(frozen=True, slots=True)
+class ExactFlushedBound:
+    """An exact op (ReLU, MaxPool, a reshape...) under flushing (§2.2): denormals-are-zero
+    may read its subnormal inputs as zero (a comparison does) and returns the chosen
+    input's own bits, so its value is within 2 eta C(m) of the op on its inputs, m where
+    they may be flushed (`FLUSH_COMPARED`); carried to the next rounding node with the
+    inputs' radii."""
+
+    node: IRNode
+    abs_consts: Consts
+    value: torch.Tensor
+
+    @classmethod
+    def at(cls, at: NodeInputs, abs_consts: Consts) -> ExactFlushedBound | None:
+        """None when no input may be flushed (the op is then exact as without flushing)."""
+        eta = max((compared_eta(x.dtype) for x in at.computed), default=0.0)
+        masks = [flushable(x, eta) for x in at.computed]
+        if not any(bool(m.any()) for m in masks):
+            return None
+        radii = [m.to(_F64).mul_(eta) for m in masks]
+        carry = BOUND_RULES[at.node.op_type].carry
+        return cls(at.node, abs_consts,
+                   SAFETY * FLUSH_COMPARED * carry(at.node, radii, abs_consts))
+
+    def radius(self, radii: Tensors) -> torch.Tensor:
+        return BOUND_RULES[self.node.op_type].carry(self.node, radii, self.abs_consts) \
+            + self.value

@@ -156,7 +156,8 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
 
     reporter = _Progress(progress)
     arithmetic = read_arithmetic_model(low_precision)  # read and probed once, for both passes
-    if arithmetic.flush and (subnormal := subnormal_constants(ir.nodes, ir.constants)):
+    if arithmetic.flush and (subnormal := subnormal_constants(
+            ir.nodes, ir.constants, arithmetic.flushing_kernels)):
         arithmetic = arithmetic.outside(
             f"subnormal constants ({', '.join(subnormal[:5])}) may be flushed to zero, "
             "which the underflow term does not cover")

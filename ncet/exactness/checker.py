@@ -15,6 +15,7 @@ from ..frontend.trace import Traced
 from ..frontend.walker import Walker, call_node
 from ..ir import GraphIR, IRNode, declared_cut
 from .arithmetic import ArithmeticModel
+from .bounds import input_radius
 from .node_checks import NodeChecks
 from .structure import check_inputs_and_outputs, structural_faults
 
@@ -89,7 +90,7 @@ class Checker(NodeChecks):
                     placeholder += 1
                     fx_env[node] = x
                     ref[node.name] = self.as_f64[node.name] = x.to(_F64)
-                    radius[node.name] = torch.zeros((), dtype=_F64)
+                    radius[node.name] = input_radius(x, self.arithmetic)  # §2.2
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, x, x)
                     if self.cut and node.name in self.ir.outputs:  # a cut down to an input

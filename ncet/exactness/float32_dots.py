@@ -33,14 +33,17 @@ CARRY_HEADROOM = 64
 
 def carry_exponent(radii: Tensors) -> int:
     """The power of two s the radii are divided by before their float32 product |W|.e: 0
-    while the largest is at most 2^64 (or is not finite), else the exponent that brings it
-    into [2^63, 2^64). Multiply the float32 sum back by 2^s (`DotBound.total` does).
+    while the largest is in [2^-64, 2^64] (or is 0 or not finite), else the exponent that
+    brings it into [2^63, 2^64): large radii of deep networks would overflow float32, tiny
+    ones (eta at a subnormal input under flushing, §2.2) would underflow, where the route's
+    n eta would swamp them. Multiply the float32 sum back by 2^s (`DotBound.total` does).
 
     Args:
         radii: Non-negative float64 radii.
     """
     largest = max((float(e.max()) for e in radii if e.numel()), default=0.0)
-    if not (largest > 2.0 ** CARRY_HEADROOM and math.isfinite(largest)):
+    if not (0 < largest < 2.0 ** -CARRY_HEADROOM or largest > 2.0 ** CARRY_HEADROOM) \
+            or not math.isfinite(largest):
         return 0
     return math.frexp(largest)[1] - CARRY_HEADROOM
 

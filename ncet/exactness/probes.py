@@ -32,6 +32,11 @@ FPMATH_OPERAND_U = {"BF16": 2.0 ** -8, "F16": 2.0 ** -11, "TF32": 2.0 ** -11,
 """Unit roundoff of the operands in each of oneDNN's implicit down-conversion modes (ANY
 allows any of them, bf16 the coarsest)."""
 
+FPMATH_CERTIFIED = ("BF16", "TF32")
+"""The modes whose operands keep float32's exponent range (8 exponent bits), so that the
+widened bound and the underflow term cover them; F16 (float16 operands: subnormal below
+6.1e-5, inf above 65504) and ANY (which allows F16) do not, nor does an unknown mode."""
+
 
 def _spread(pattern: list[float], dtype: torch.dtype) -> torch.Tensor:
     """`pattern` repeated over enough elements for every intra-op thread to take some."""

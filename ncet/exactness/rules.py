@@ -338,22 +338,31 @@ def subnormal_elements(values: torch.Tensor) -> torch.Tensor:
     return ((bits >> mant) & ((1 << width) - 1) == 0) & (bits & ((1 << mant) - 1) != 0)
 
 
-def subnormal_constants(nodes, consts: Consts) -> list[str]:
-    """"node.attr" for every float tensor constant of a node with an element that is
-    subnormal in its own dtype or below the smallest normal of the node's dtype: read as
-    zero under flushing, it changes a result by |c| times what it multiplies (a weight times
-    a large operand, a variance that divides), which the underflow term does not bound, so
-    such a graph is NOT CERTIFIED under flushing (§2.2)."""
+def subnormal_constants(nodes, consts: Consts, native: tuple[str, ...] = ()) -> list[str]:
+    """"node.attr" for every float tensor constant of a node with an element below the
+    smallest normal of the dtype the node's kernel computes in (or subnormal in its own
+    dtype): read as zero under flushing, it changes a result by |c| times what it multiplies
+    (a weight times a large operand, a variance that divides), which the underflow term does
+    not bound, so such a graph is NOT CERTIFIED under flushing (§2.2).
+
+    CPU kernels compute float16 and bfloat16 in float32 (ATen's opmath; oneDNN's kernels
+    accumulate in float32), where a float16 subnormal is a normal number that no flag
+    flushes: a float16 node's constants are held to float32's smallest normal, unless its
+    dtype is in `native` (`ArithmeticModel.flushing_kernels`: its matrix products were seen
+    flushing their own subnormal operands). A bfloat16 subnormal is subnormal in float32
+    too."""
     found = []
     for node in nodes:
+        widened = node.dtype in ("float16", "bfloat16") and node.dtype not in native
         for attr, name in node.attrs.items():
             if not isinstance(name, str) or name not in consts \
                     or consts[name].dtype not in _MANTISSA_BITS:
                 continue
+            tiny = torch.finfo(torch.float32 if widened else getattr(torch, node.dtype)).tiny
             value = consts[name]
-            tiny = torch.finfo(getattr(torch, node.dtype)).tiny
-            below = (value.double().abs() < tiny) & (value != 0) \
-                if value.element_size() == 8 else torch.zeros((), dtype=torch.bool)
-            if bool(subnormal_elements(value).any() | below.any()):
+            below = (value.double().abs() < tiny) & (value != 0)
+            own = subnormal_elements(value) if not (
+                widened and value.dtype == torch.float16) else torch.zeros((), dtype=torch.bool)
+            if bool(own.any() | below.any()):
                 found.append(f"{node.name}.{attr}")
     return found

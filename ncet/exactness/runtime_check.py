@@ -12,6 +12,7 @@ import torch
 
 from ..ir import GraphIR, IRNode
 from .arithmetic import ArithmeticModel, read_arithmetic_model
+from .bounds import input_radius
 from .check import CHUNK_ELEMENTS, _check_inputs, _checked_counts, _Progress, generate_inputs
 from .node_checks import NodeChecks
 from .report import VALUE_SAMPLE_SIZE, ExactnessReport
@@ -61,7 +62,7 @@ class RuntimeChecker(NodeChecks):
         for node, x in zip(self.inputs, chunk):
             raw[node.name] = x
             ref[node.name] = self.as_f64[node.name] = x.to(_F64)
-            radius[node.name] = torch.zeros((), dtype=_F64)
+            radius[node.name] = input_radius(x, self.arithmetic)  # §2.2
             if node.name in self.samplers:
                 self.samplers[node.name].take(start, count, x, x)
         keep = set(self.ir.outputs)
