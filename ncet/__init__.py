@@ -2,7 +2,8 @@
 
 from importlib import metadata as _metadata
 
-from .differences import Comparison, compare
+from .changes import Comparison
+from .differences import compare
 from .errors import (
     ConversionError,
     GraphIRFormatError,

@@ -1,4 +1,4 @@
-"""The printed and tabular forms of a `Comparison` (ncet/differences.py): its summary lines, its
+"""The printed and tabular forms of a `Comparison` (ncet/changes.py): its summary lines, its
 rows for pandas and the views, and its JSON data."""
 
 from __future__ import annotations

@@ -109,7 +109,7 @@ def test_a_subnormal_weight_under_flushing_is_not_certified(monkeypatch):
     report = ncet.check_exactness(model, ir, samples_per_scale=2)
     assert not report.ok and not report.arithmetic.certified
     assert "subnormal constants (_0.weight)" in report.summary()
-    from ncet.exactness.bounds import enclose
+    from ncet.exactness.enclosure import enclose
     with pytest.raises(RuntimeError, match=r"subnormal constants \(_0.weight\)"):
         enclose(ir, torch.ones(1, 4))
 

@@ -14,7 +14,8 @@ import torch
 from torch import nn
 
 import ncet
-from ncet.differences import Comparison, compare, match, same_value
+from ncet.changes import Comparison
+from ncet.differences import compare, match, same_value
 from ncet.examples import load_example
 from ncet.ir import GraphIR, IRNode, Source
 from tests.test_cli import call  # the command run in this process

@@ -219,7 +219,8 @@ def test_the_underflow_term_is_the_documented_formula():
     2 k eta], m the operands that may be flushed; for a Linear C(E) = |W| E; 0 without
     flushing and for an exact op."""
     from ncet.exactness.arithmetic import ArithmeticModel
-    from ncet.exactness.bounds import SAFETY, flush_term, flushable
+    from ncet.exactness.bounds import SAFETY
+    from ncet.exactness.flush_bounds import flush_term, flushable
     lin = nn.Linear(5, 3)
     ir = ncet.convert(nn.Sequential(lin, nn.ReLU()).eval(), (5,))
     consts = dict(ir.constants)

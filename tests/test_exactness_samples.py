@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 import ncet
-from ncet.exactness.bounds import enclose
+from ncet.exactness.enclosure import enclose
 from ncet.exactness.stats import sample_indices
 from ncet.examples import load_example
 

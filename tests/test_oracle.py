@@ -5,7 +5,7 @@ per op_type written from docs/ir.md and PyTorch's documented semantics; it uses 
 ops nor ncet's EVALUATORS. Inputs (float32-representable, so exact in both precisions) and
 constants are taken as exact reals. The tests check, for every element of every node:
 
-* float64: |value - exact| <= radius, with (value, radius) from `ncet.exactness.bounds.enclose`;
+* float64: |value - exact| <= radius, with (value, radius) from `ncet.exactness.enclosure.enclose`;
 * float32 (single-op graphs): |eager float32 model - exact| <= `local_bound(..., float32)`.
 
 The oracle's own error (2^-256 relative per operation) is covered by a slack of
@@ -28,7 +28,7 @@ from mpmath import mpf
 from torch import nn
 
 import ncet
-from ncet.exactness.bounds import enclose, local_bound
+from ncet.exactness.enclosure import enclose, local_bound
 from ncet.examples import load_example
 
 PREC = 256
@@ -596,7 +596,7 @@ for name, index in (("layers.1.c", 0), ("layers.3.weight", (0, 0))):
     faulty[index] += (up.float() - faulty[index].bfloat16().float()).to(dtype)  # one bf16 ulp
     seeded = ncet.check_exactness(model, ncet.GraphIR(ir.nodes, {**ir.constants, name: faulty}), x)
     faults[name] = None if seeded.first_violation is None else seeded.first_violation.name
-from ncet.exactness.bounds import enclose
+from ncet.exactness.enclosure import enclose
 enclosure = enclose(ir, x)  # the float64 reference and its radii, computed while flushing
 torch.save({"values": values, "enclosure": enclosure}, sys.argv[2])
 print(json.dumps({"ok": report.ok, "flush": report.arithmetic.flush,

@@ -83,7 +83,7 @@ class ArithmeticModel:
         flush: True when the probes saw subnormal operands or results flushed to zero
             (flush-to-zero or denormals-are-zero on a thread, low-precision kernels, a
             reduced-precision mode): every rounding node's bounds then carry the underflow
-            term of docs/exactness.md §2.2 (`bounds.flush_term`).
+            term of docs/exactness.md §2.2 (`flush_bounds.flush_term`).
         flushing_kernels: The low-precision dtypes ("float16", "bfloat16") whose matrix
             products and convolutions were seen flushing their own subnormal operands
             (`probes.probe_low_precision_subnormals`); elsewhere CPU kernels compute these

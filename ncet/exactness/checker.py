@@ -15,7 +15,7 @@ from ..frontend.trace import Traced
 from ..frontend.walker import Walker, call_node
 from ..ir import GraphIR, IRNode, declared_cut
 from .arithmetic import ArithmeticModel
-from .bounds import input_radius
+from .flush_bounds import input_radius
 from .node_checks import NodeChecks
 from .structure import check_inputs_and_outputs, structural_faults
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import torch
 
 from .arithmetic import ArithmeticModel
-from .bounds import FlushedBounds, NodeInputs, ReferenceBounds, rounding
+from .bounds import NodeInputs, ReferenceBounds, rounding
 from .float32_dots import (
     FLOAT32_DOT_OPS,
     DotBound,
@@ -31,6 +31,7 @@ from .float32_dots import (
     dot_sum32,
     round_up_to_float32,
 )
+from .flush_bounds import FlushedBounds
 from .fused_bounds import LINEAR_FORMS, LinearBound, PairBound
 from .rules import BOUND_RULES, Consts, Tensors
 from .scratch import Scratch
@@ -64,7 +65,7 @@ def fast_paths_on() -> bool:
 def bounds_for(constants: Consts, abs_consts: Consts, arithmetic: ArithmeticModel,
                scratch: Scratch) -> ReferenceBounds | FastBounds | FlushedBounds:
     """The checker's bounds, by the route `fast_paths_on()` selects; under flushing with
-    the underflow term added on either route (`bounds.FlushedBounds`)."""
+    the underflow term added on either route (`flush_bounds.FlushedBounds`)."""
     if fast_paths_on():
         bounds = FastBounds(constants, abs_consts, arithmetic, scratch)
     else:

@@ -12,8 +12,8 @@ import torch
 
 from ..ir import GraphIR, IRNode
 from .arithmetic import ArithmeticModel, read_arithmetic_model
-from .bounds import input_radius
 from .check import CHUNK_ELEMENTS, _check_inputs, _checked_counts, _Progress, generate_inputs
+from .flush_bounds import input_radius
 from .node_checks import NodeChecks
 from .report import VALUE_SAMPLE_SIZE, ExactnessReport
 

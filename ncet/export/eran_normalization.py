@@ -1,6 +1,6 @@
 """ERAN's input normalization, as its ONNX translator takes it out of the network
 (eth-sri/eran@8771d31 tf_verify/onnx_translator.py, ONNXTranslator.translate, lines
-443-492): which nodes become `config.mean` and `config.std`, for the rules of tools.py."""
+443-492): which nodes become `config.mean` and `config.std`, for the rules of eran_rules.py."""
 
 from __future__ import annotations
 

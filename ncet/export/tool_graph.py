@@ -1,5 +1,6 @@
 """The ONNX graph as the tool rules read it (`GraphContext`), the rule records (`ToolSpec`,
-`ToolRule`), and the conditions several tools' rules share. The rules are in tools.py."""
+`ToolRule`), and the conditions several tools' rules share. The rules are in tools.py
+(ERAN's in eran_rules.py)."""
 
 from __future__ import annotations
 

@@ -19,13 +19,13 @@ from .hooks import weight_hook_rejection
 from .locations import is_library_function
 from .report import ConversionReport, Row
 from .resolution import resolve
+from .rewrite_advice import advise_rewrite
 from .rewrites import (
     RULE_CLAMP_RELU,
     RULE_INPLACE,
     RULE_STATIC_BATCH,
     Refusal,
     Rewritten,
-    advise_rewrite,
     check_rewrite,
     rewrite_graph,
 )
