@@ -18,11 +18,9 @@ from __future__ import annotations
 import argparse
 import time
 
-from ncet.widgets.graph_groups import Groups
-from ncet.widgets.graph_svg import to_svg
-
 import ncet
 from ncet import widgets
+from ncet.render import Groups, to_svg
 
 if __package__:
     from .scale import build

@@ -36,13 +36,13 @@ from pathlib import Path
 
 import pytest
 from ncet.widgets.frames import MAPPING_COLUMNS
-from ncet.widgets.graph_groups import ROOT, Groups
 from ncet.widgets.mapping import TABLE_BASIS
 from ncet.widgets.sorting import natural_key
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
 import ncet
 from ncet.examples import load_example
+from ncet.render import ROOT, Groups
 from tests.browser.lab import (
     CHANGE_MS,
     DARK,

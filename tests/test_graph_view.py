@@ -23,10 +23,8 @@ pytest.importorskip("ipywidgets")
 pytest.importorskip("anywidget")
 pytest.importorskip("matplotlib")
 
-from ncet.widgets.graph_groups import ROOT, Groups  # noqa: E402
-from ncet.widgets.graph_svg import layout_of  # noqa: E402
-
 from ncet import widgets  # noqa: E402
+from ncet.render import ROOT, Groups, layout_of  # noqa: E402
 from tests.zoo_models import TVResNet  # noqa: E402
 
 
@@ -222,8 +220,8 @@ def test_clusters_are_drawn_in_the_order_of_their_calls(laid_out):
 
 
 def test_the_layout_is_the_same_in_another_process():
-    code = ("import hashlib, ncet; from ncet.widgets.graph_groups import Groups; "
-            "from ncet.widgets.graph_svg import to_svg; "
+    code = ("import hashlib, ncet; from ncet.render import Groups; "
+            "from ncet.render import to_svg; "
             "from ncet.examples import load_example; m, s = load_example('residual_cnn'); "
             "g = Groups(ncet.convert(m, *s)); "
             "print(hashlib.sha256(to_svg(g, set(g.groups)).encode()).hexdigest())")
@@ -232,7 +230,7 @@ def test_the_layout_is_the_same_in_another_process():
                             timeout=300, env=env)
     assert result.returncode == 0, result.stderr
     groups = Groups(ir_of("residual_cnn"))
-    from ncet.widgets.graph_svg import to_svg
+    from ncet.render import to_svg
 
     assert result.stdout.strip() == hashlib.sha256(
         to_svg(groups, set(groups.groups)).encode()).hexdigest()

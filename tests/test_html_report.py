@@ -145,8 +145,23 @@ def test_without_matplotlib_the_report_keeps_its_tables(monkeypatch):
     monkeypatch.setattr(exactness_plots, "matplotlib_available", lambda: False)
     report, exactness = seeded_fault()
     page = render_report(report, exactness, title="mlp")
-    assert "<svg" not in page and "No plots: matplotlib is not installed" in page
-    assert "<h3>Per node</h3>" in page
+    assert "<svg" not in section(page, "exactness")
+    assert "No plots: matplotlib is not installed" in page and "<h3>Per node</h3>" in page
+    assert section(page, "graph").count("<svg") == 1  # the graph needs no matplotlib
+
+
+def test_the_graph_is_drawn_without_matplotlib_or_jupyter():
+    code = ("import sys\nfor m in ('matplotlib', 'ipywidgets', 'IPython', 'anywidget'):\n"
+            "    sys.modules[m] = None\n"
+            "import ncet\nfrom ncet.examples import load_example\n"
+            "from ncet.render import render_report\n"
+            "m, s = load_example('residual_cnn')\n"
+            "page = render_report(ncet.diagnose(m, *s), title='r')\n"
+            "print(page.count('<svg'), page.count('class=\"cluster\"'))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["1", "5"]  # the graph; no figure (no check was run)
 
 
 def test_text_is_escaped():
@@ -154,6 +169,54 @@ def test_text_is_escaped():
     page = render_report(ncet.diagnose(model, *shapes), title="<b>x</b>", command="a & b")
     assert "&lt;b&gt;x&lt;/b&gt;" in page and "a &amp; b" in page and "<b>x</b>" not in page
 
+
+
+def container_calls(model, *shapes) -> list[str]:
+    """The paths of the model's modules that have submodules, in the order PyTorch calls them
+    (forward pre-hooks on one eager run): the oracle of the graph's clusters."""
+    import torch
+
+    order: list[str] = []
+    hooks = [m.register_forward_pre_hook(lambda _m, _a, p=path: order.append(p))
+             for path, m in model.named_modules() if path and any(True for _ in m.children())]
+    try:
+        with torch.no_grad():
+            model.eval()(*(torch.zeros(1, *s) for s in shapes))
+    finally:
+        for hook in hooks:
+            hook.remove()
+    return order
+
+
+def test_the_report_draws_every_cluster_in_call_order_and_each_node_once(reports):
+    graph = section(reports["residual_cnn"].read_text(), "graph")
+    model, shapes = load_example("residual_cnn")
+    ir = ncet.convert(model, *shapes)
+    assert graph.count("<svg") == 1 and 'id="ncet-graph"' in graph
+    clusters = re.findall(r'<g id="g:([^"]*)" class="cluster">', graph)
+    assert clusters == container_calls(model, *shapes) == [
+        "stem", "block1", "block2", "block2.skip", "head"]
+    boxes = re.findall(r'<g id="n:([^"]*)" class="node">', graph)
+    assert sorted(boxes) == sorted(n.name for n in ir.nodes) and len(set(boxes)) == len(boxes)
+    assert "module calls shown closed" not in graph  # 32 nodes: drawn whole
+
+
+def test_a_rejected_model_has_no_graph(reports):
+    graph = section(reports["many_problems"].read_text(), "graph")
+    assert "No graph: the model does not convert" in graph and "<svg" not in graph
+
+
+def test_the_report_graph_is_the_workbench_static_drawing(reports):
+    pytest.importorskip("ipywidgets")
+    pytest.importorskip("anywidget")
+    from ncet import widgets
+
+    model, shapes = load_example("residual_cnn")
+    ir = ncet.convert(model, *shapes)
+    drawing = widgets.graph_view_html(ir)
+    assert drawing in section(reports["residual_cnn"].read_text(), "graph")
+    assert drawing in widgets.Workbench(model, *shapes).to_html()
+    assert drawing == widgets.GraphView(ir).to_html()  # the Graph tab as it first opens
 
 # --- in the browser --------------------------------------------------------------------------
 
@@ -191,3 +254,26 @@ def test_chromium_screenshot(reports, tmp_path, name, png):
         colors = pixels.getcolors(maxcolors=1 << 16) or []
         ink = sum(n for n, c in colors if sum(c) < 600) / (320 * 500)
     assert len(colors) > 100 and ink > 0.03, "the screenshot looks blank"
+
+
+def test_chromium_screenshot_of_the_graph(reports, tmp_path):
+    """The report's graph section alone (the report's stylesheet, no script), as Chromium
+    draws it: the whole drawing, not a scrolling box, so every op_type's box fill is on
+    screen."""
+    from PIL import Image
+
+    page = reports["residual_cnn"].read_text()
+    head = page[:page.index("<body>")]
+    alone = tmp_path / "graph.html"
+    alone.write_text(f"{head}<body><main>{section(page, 'graph')}</section></main></body></html>")
+    shot = ARTIFACTS / "report-graph.png"
+    shot.unlink(missing_ok=True)
+    result = browse(alone, tmp_path / "profile", f"--screenshot={shot}",
+                    "--window-size=1280,2500", "--hide-scrollbars")
+    assert result.returncode == 0, result.stderr[-2000:]
+    fills = set(re.findall(r'<rect [^>]*rx="4" fill="(#[0-9a-f]{6})"', section(page, "graph")))
+    with Image.open(shot) as image:
+        counts = {"#" + bytes(c).hex(): n for n, c in
+                  image.convert("RGB").getcolors(maxcolors=1 << 20) or []}
+    assert len(fills) >= 8 and all(counts.get(f, 0) > 200 for f in fills), \
+        {f: counts.get(f, 0) for f in fills}

@@ -1,5 +1,5 @@
 // The GraphView's canvas (an anywidget ESM): shows the SVG laid out in the kernel
-// (widgets/graph_layout.py, the same drawing as the static forms), pans (drag) and zooms
+// (ncet/render/graph_layout.py, the same drawing as the static forms), pans (drag) and zooms
 // (wheel, buttons) it by its viewBox, and sends clicks back:
 // a node sets `selected`, a collapsed group's box opens it, a group's title closes it.
 

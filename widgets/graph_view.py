@@ -11,15 +11,18 @@ import ipywidgets as W
 import traitlets
 
 import ncet
-from ncet.render import escape
+from ncet.render import (
+    BUDGET,
+    ROOT,
+    STATIC_BUDGET,
+    Groups,
+    escape,
+    graph_html,
+    node_facts,
+    to_svg,
+)
 
 from .display import StaticFallback
-from .graph_groups import BUDGET, ROOT, Groups
-from .graph_svg import node_facts, to_svg
-
-STATIC_BUDGET = 120
-"""Most boxes the graph's display embeds in a notebook as its static form (an SVG of 400
-boxes is about 500 kB); `to_html()` draws what the view shows."""
 
 CANVAS_CSS = """
 .ncet-graph-canvas { position: relative; border: 1px solid var(--jp-border-color2, #cbd5e1);
@@ -47,7 +50,7 @@ class GraphCanvas(anywidget.AnyWidget):
     sets `selected`, one on a group sends {"event": "toggle", "group": id} to the kernel.
 
     Attributes:
-        svg: The drawing (`graph_svg.to_svg`: node `<g id="n:NAME">`, group
+        svg: The drawing (`ncet.render.to_svg`: node `<g id="n:NAME">`, group
             `<g id="g:ID">`).
         selected: The IR node name marked (None for none).
         focus: The element id the next drawing is centred on ("" to fit the graph).
@@ -73,7 +76,7 @@ class GraphView(StaticFallback, W.VBox):
 
     Attributes:
         ir: The GraphIR drawn.
-        groups: Its tree of module calls (`graph_groups.Groups`).
+        groups: Its tree of module calls (`ncet.render.Groups`).
         expanded: The ids of the open groups.
         selected: The IR node name selected (None for none): set by a click and `select`.
         canvas: The GraphCanvas.
@@ -212,7 +215,7 @@ class GraphView(StaticFallback, W.VBox):
 
     def to_html(self) -> str:
         """The static form: the drawing of what the view shows, as inline SVG."""
-        return graph_view_html(self.ir, self.expanded, self.groups)
+        return graph_html(self.ir, self.expanded, self.groups)
 
     # -- internals --------------------------------------------------------------------------
 
@@ -220,8 +223,7 @@ class GraphView(StaticFallback, W.VBox):
         shown = self.groups.visible(self.expanded)
         if len(shown.nodes) + len(shown.boxes) <= STATIC_BUDGET:
             return self.to_html()
-        return graph_view_html(self.ir, self.groups.default_expanded(STATIC_BUDGET),
-                               self.groups)
+        return graph_html(self.ir, self.groups.default_expanded(STATIC_BUDGET), self.groups)
 
     def _on_message(self, _widget, content, _buffers) -> None:
         if content.get("event") == "toggle" and content.get("group") in self.groups.groups:
@@ -252,15 +254,5 @@ class GraphView(StaticFallback, W.VBox):
             self.canvas.svg = self.svg()
 
 
-def graph_view_html(ir: ncet.GraphIR, expanded: set[str] | None = None,
-                    groups: Groups | None = None) -> str:
-    """The graph view's static form: the drawing with the groups in `expanded` open
-    (default: as a new GraphView opens them, within `STATIC_BUDGET` boxes), as inline SVG in
-    a scrolling box; the same text for the same graph on every machine."""
-    groups = groups or Groups(ir)
-    expanded = groups.default_expanded(STATIC_BUDGET) if expanded is None else expanded
-    shown = groups.visible(expanded | {ROOT})
-    note = (f"<p>{len(ir.nodes)} nodes; {len(shown.boxes)} module calls shown closed.</p>"
-            if shown.boxes else "")
-    return (f'<div class="ncet-static ncet-graph" style="max-height:640px;overflow:auto">'
-            f"{note}{to_svg(groups, expanded | {ROOT})}</div>")
+graph_view_html = graph_html
+"""The graph view's static form (`ncet.render.graph_html`): the report draws the same."""

@@ -8,13 +8,19 @@ imported only when a figure is drawn, so importing this package is cheap.
 Modules: `html` (the report page), `plots` (the figures' style, the per-node error and scatter
 figures), `ratios` (the output error/bound histogram, the sensitivity figure), `tables`
 (escaping, cells, status pills, tables of records), `css` (the stylesheets), `facts` (what a table
-shows about a record beyond its fields), `export_section` (the report's ONNX export section).
+shows about a record beyond its fields), `export_section` (the report's ONNX export section),
+`graph_groups` (the IR's nodes in a tree of module calls), `graph_layout` (a layered layout in
+pure Python), `graph_svg` (the grouped graph as SVG: the report's graph section and the
+notebook graph view's drawing).
 """
 
 from ..exactness.report_view import ratio_text
 from .css import REPORT_CSS, VIEW_STYLE
 from .exactness_section import node_verdict, output_verdict
 from .facts import node_constants, quote_source, reason_summary
+from .graph_groups import BUDGET, ROOT, Groups
+from .graph_layout import layered_layout
+from .graph_svg import STATIC_BUDGET, graph_html, layout_of, node_facts, to_svg
 from .html import render_report, verdict
 from .plots import (
     COLORS,
@@ -24,6 +30,7 @@ from .plots import (
     matplotlib_available,
     new_figure,
     op_colors,
+    op_hex,
     scatter_figure,
     styled,
 )
@@ -48,11 +55,12 @@ from .tables import (
 )
 
 __all__ = [
-    "COLORS", "Column", "REPORT_CSS", "VIEW_STYLE", "cell", "code_cell", "escape",
-    "exactness_figure", "facts_html", "figure_png", "figure_svg", "header_html",
-    "long_code_cell", "matplotlib_available", "new_figure", "node_constants", "node_verdict",
-    "number", "number_cells", "op_colors", "output_error_figure", "output_verdict", "pill",
-    "quote_source", "ratio_text", "reason_summary", "records_html", "render_report",
+    "BUDGET", "COLORS", "Column", "Groups", "REPORT_CSS", "ROOT", "STATIC_BUDGET", "VIEW_STYLE",
+    "cell", "code_cell", "escape", "exactness_figure", "facts_html", "figure_png", "figure_svg",
+    "graph_html", "header_html", "layered_layout", "layout_of", "long_code_cell",
+    "matplotlib_available", "new_figure", "node_constants", "node_facts", "node_verdict",
+    "number", "number_cells", "op_colors", "op_hex", "output_error_figure", "output_verdict",
+    "pill", "quote_source", "ratio_text", "reason_summary", "records_html", "render_report",
     "row_html", "rows_html", "scatter_figure", "sensitivity_figure", "sentence", "styled",
-    "table_html", "text_cell", "verdict",
+    "table_html", "text_cell", "to_svg", "verdict",
 ]

@@ -141,11 +141,14 @@ table.compact { width: auto; min-width: 50%; }
 .wide { overflow-x: auto; }
 .wide.bleed { width: min(100vw - 48px, 1640px); margin-left: calc(50% - min(50vw - 24px, 820px)); }
 .bleed th, .bleed td { padding: 2px 6px; }
+#graph .ncet-graph { max-height: none !important; }
 """
 """The report page's stylesheet: colours, tiles, the shared table style (`TABLE_RULES`),
 reason boxes. A `.wide` box scrolls a table sideways; `.wide.bleed` (the 16-column per-node
 exactness table) also reaches beyond the text column to the window's width (up to 1640 px),
-with narrower cell padding, so that at 1400 px every column is on screen."""
+with narrower cell padding, so that at 1400 px every column is on screen. The graph section's
+drawing (the views' static form, a 640 px scrolling box there) is shown at full height, so
+that the page scrolls and prints it whole."""
 
 VIEW_SCOPE = ":is(.ncet-static, .ncet-view)"
 """The elements the views' rules apply in: static forms and live views."""

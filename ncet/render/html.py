@@ -1,6 +1,7 @@
 """The HTML report: one self-contained page (inline CSS and SVG, no scripts, nothing fetched)
 with the mapping table, the support-boundary reasons, the exactness results, the arithmetic
-model and, when asked, the ONNX export (`export_section`); its tables are declared as columns
+model, the graph as the notebook Workbench's Graph tab first draws it (`graph_svg`) and, when
+asked, the ONNX export (`export_section`); its tables are declared as columns
 (`tables.Column`); the exactness section is `exactness_section`'s."""
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from .css import REPORT_CSS
 from .exactness_section import exactness_section
 from .export_section import ExportFacts, export_html
 from .facts import quote_source
+from .graph_svg import graph_html
 from .tables import (
     Column,
     cell,
@@ -90,7 +92,7 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
 
     Returns:
         The HTML text; it needs no network and no JavaScript. Plots need matplotlib; without
-        it the page says so and keeps the tables.
+        it the page says so and keeps the tables (and the graph, which needs no matplotlib).
 
     Example:
         >>> page = render_report(ncet.diagnose(model, (16,)), title="mlp")
@@ -101,14 +103,14 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
         sections.append(_arithmetic(exactness))
     if export is not None:
         sections.append(export_html(export) if conversion.ok else _NOT_EXPORTED)
-    sections.append(_mapping(conversion))
+    sections += [_graph(conversion), _mapping(conversion)]
     shapes = ", ".join(str(list(s)) for s in input_shapes) or "-"
     meta = (f"input shape(s) <code>{escape(shapes)}</code> &middot; torch "
             f"<code>{escape(torch.__version__)}</code>")
     if command:
         meta += f" &middot; made by <code>{escape(command)}</code>"
     links = [("boundary", "Support boundary"), ("exactness", "Exactness"),
-             ("arithmetic", "Arithmetic model"), ("export", "ONNX export"),
+             ("arithmetic", "Arithmetic model"), ("export", "ONNX export"), ("graph", "Graph"),
              ("mapping", "Mapping table")]
     shown = {"arithmetic": exactness is not None, "export": export is not None}
     nav = "".join(f'<a href="#{i}">{t}</a>' for i, t in links if shown.get(i, True))
@@ -128,6 +130,18 @@ def render_report(conversion: ConversionReport, exactness: ExactnessReport | Non
 _NOT_EXPORTED = ('<section id="export">\n<h2>ONNX export</h2>\n<p class="note">Not exported: '
                  "the model does not convert, so there is no GraphIR to write as ONNX.</p>\n"
                  "</section>")
+
+
+def _graph(conversion: ConversionReport) -> str:
+    head = '<section id="graph">\n<h2>Graph</h2>\n'
+    if conversion.graph is None:
+        return head + ('<p class="note">No graph: the model does not convert, so there is no '
+                       "GraphIR to draw.</p>\n</section>")
+    return head + ("<p>The GraphIR as the notebook Workbench's Graph tab first draws it: a "
+                   "dashed frame per module call, in the order the calls ran, a box per node "
+                   "in its op_type's colour with its output shape and key attributes (hover "
+                   "over a box for all of them).</p>\n"
+                   f"{graph_html(conversion.graph)}\n</section>")
 
 
 def _tiles(conversion: ConversionReport, exactness: ExactnessReport | None) -> str:

@@ -129,14 +129,25 @@ def figure_png(figure, dpi: int = 90) -> str:
     return f'<img style="max-width:100%" src="data:image/png;base64,{data}"/>'
 
 
-def op_colors() -> dict[str, tuple[float, ...]]:
-    """A fixed colour per op_type (the same in every drawing of a graph), in the IR's
-    op_type order."""
-    from matplotlib import colormaps
+OP_PALETTE = (
+    "#1f77b4", "#aec7e8", "#ff7f0e", "#ffbb78", "#2ca02c", "#98df8a", "#d62728", "#ff9896",
+    "#9467bd", "#c5b0d5", "#8c564b", "#c49c94", "#e377c2", "#f7b6d2", "#7f7f7f", "#c7c7c7",
+    "#bcbd22", "#dbdb8d", "#17becf", "#9edae5", "#393b79", "#6b6ecf", "#637939", "#b5cf6b",
+    "#8c6d31", "#e7ba52", "#843c39", "#d6616b", "#7b4173", "#ce6dbd")
+"""The op_type colours, fixed (no matplotlib needed to draw the graph): matplotlib's tab20,
+then every other colour of tab20b."""
 
-    palette = [colormaps["tab20"](i) for i in range(20)] + \
-              [colormaps["tab20b"](i) for i in range(0, 20, 2)]
-    return {op: palette[i % len(palette)] for i, op in enumerate(OP_SCHEMAS)}
+
+def op_hex() -> dict[str, str]:
+    """A fixed colour per op_type as `#rrggbb` (the same in every drawing of a graph), in the
+    IR's op_type order."""
+    return {op: OP_PALETTE[i % len(OP_PALETTE)] for i, op in enumerate(OP_SCHEMAS)}
+
+
+def op_colors() -> dict[str, tuple[float, ...]]:
+    """`op_hex` as RGBA tuples in [0, 1], as matplotlib takes them."""
+    return {op: (*(int(h[k:k + 2], 16) / 255 for k in (1, 3, 5)), 1.0)
+            for op, h in op_hex().items()}
 
 
 @styled

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import ncet
+from ..ir import GraphIR
 
 FANOUT = 40
 """Most items (nodes and subgroups) one group shows when expanded: a module with more (an
@@ -74,7 +74,7 @@ class Groups:
         owner: node name -> id of the innermost group holding it.
     """
 
-    def __init__(self, ir: ncet.GraphIR, fanout: int = FANOUT):
+    def __init__(self, ir: GraphIR, fanout: int = FANOUT):
         if fanout < 2:
             raise ValueError(f"fanout must be at least 2, got {fanout}")
         self.ir = ir

@@ -7,11 +7,10 @@ from __future__ import annotations
 
 from html import escape
 
-import ncet
-from ncet.render import op_colors
-
+from ..ir import GraphIR
 from .graph_groups import ROOT, Groups, Visible
 from .graph_layout import TITLE_HEIGHT, Layout, layered_layout
+from .plots import op_hex
 
 LABEL_ATTRS = 2
 """Attribute lines on a node's box (all of them are in its tooltip)."""
@@ -45,7 +44,7 @@ def shape_text(shape) -> str:
     return "×".join(map(str, shape)) if len(shape) else "scalar"
 
 
-def node_facts(ir: ncet.GraphIR, node) -> dict:
+def node_facts(ir: GraphIR, node) -> dict:
     """What a node's box and tooltip say: its name, op_type, output shape, the shape and
     dtype of each constant it reads (by attribute) and its other attributes, as text."""
     constants, attrs = {}, {}
@@ -116,12 +115,9 @@ def group_label(groups: Groups, group: str) -> list[str]:
     return [_cut(target.label), f"{target.size} nodes (click to open)", _cut(listed + more)]
 
 
-def _hex(color) -> str:
-    return "#" + "".join(f"{round(c * 255):02x}" for c in color[:3])
-
-
-def _fill(color) -> str:  # the op colour at 35 % over white, as the figure draws it
-    return "#" + "".join(f"{round(255 - 0.35 * (255 - c * 255)):02x}" for c in color[:3])
+def _fill(color: str) -> str:  # the op colour at 35 % over white, as the figure draws it
+    return "#" + "".join(f"{round(255 - 0.35 * (255 - int(color[k:k + 2], 16))):02x}"
+                         for k in (1, 3, 5))
 
 
 def _box_size(lines: list[str]) -> tuple[float, float]:
@@ -193,7 +189,7 @@ def to_svg(groups: Groups, expanded: set[str]) -> str:
     element: nodes `<g id="n:NAME" class="node">`, closed groups `<g id="g:ID" class="node">`,
     open ones `<g id="g:ID" class="cluster">` (in the order of their calls), edges
     `<g class="edge">`."""
-    colors = op_colors()
+    colors = op_hex()
     ir = groups.ir
     shown = groups.visible(expanded | {ROOT})
     labels, tooltips = _labels(groups, shown)
@@ -235,11 +231,31 @@ def to_svg(groups: Groups, expanded: set[str]) -> str:
                     f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(h)}" '
                     'fill="#e2e8f0" stroke="#475569"/>']
         else:
-            color = colors.get(ir.node(item).op_type, (0.8, 0.8, 0.8))
+            color = colors.get(ir.node(item).op_type, "#cccccc")
             out += [f'<g id="n:{escape(item)}" class="node">',
                     f"<title>{escape(tooltips[item], quote=False)}</title>",
                     f'<rect x="{_n(x)}" y="{_n(y)}" width="{_n(w)}" height="{_n(h)}" rx="4" '
-                    f'fill="{_fill(color)}" stroke="{_hex(color)}" stroke-width="1.2"/>']
+                    f'fill="{_fill(color)}" stroke="{color}" stroke-width="1.2"/>']
         out += [f'<g fill="{TEXT_COLOR}">', *_texts(labels[item], x, y, w), "</g>", "</g>"]
     out += ["</g>", "</svg>"]
     return "\n".join(out)
+
+
+STATIC_BUDGET = 120
+"""Most boxes a static drawing shows (the report's, a notebook's saved output; an SVG of 400
+boxes is about 500 kB): groups open breadth first while they fit."""
+
+
+def graph_html(ir: GraphIR, expanded: set[str] | None = None,
+               groups: Groups | None = None) -> str:
+    """The graph's static form, shown by the report, the graph view's `to_html()` and a
+    notebook opened without a kernel: the drawing with the groups in `expanded` open
+    (default: breadth first within `STATIC_BUDGET` boxes), as inline SVG in a scrolling box;
+    the same text for the same graph on every machine, no script needed."""
+    groups = groups or Groups(ir)
+    expanded = groups.default_expanded(STATIC_BUDGET) if expanded is None else expanded
+    shown = groups.visible(expanded | {ROOT})
+    note = (f"<p>{len(ir.nodes)} nodes; {len(shown.boxes)} module calls shown closed.</p>"
+            if shown.boxes else "")
+    return (f'<div class="ncet-static ncet-graph" style="max-height:640px;overflow:auto">'
+            f"{note}{to_svg(groups, expanded | {ROOT})}</div>")
