@@ -323,7 +323,7 @@ def test_the_cli_cuts(tmp_path, monkeypatch):
     for flags, status, says in [
             ((), 1, "unsupported-module"),
             (("--cut-trailing",), 0, "cut: 1 node(s) left out of the GraphIR: _3 (nn.Softmax"),
-            (("--stop-at", "1"), 0, "after stop_at='1'"),
+            (("--stop-at", "1"), 0, "after --stop-at '1'"),  # phrased for the command line
             (("--stop-at", "nope"), 1, "stop-at-node")]:
         out = io.StringIO()
         with redirect_stdout(out):
