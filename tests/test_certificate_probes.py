@@ -305,7 +305,7 @@ def test_a_low_precision_graph_on_kernels_that_flush_is_certified_with_the_term(
     monkeypatch.setattr(probes, "probe_low_precision_subnormals", flushing)
     model, ir = bf16_linear()
     report = ncet.check_exactness(model, ir, samples_per_scale=2)
-    assert seen == [torch.bfloat16]
+    assert set(seen) == {torch.bfloat16}  # before the model runs, and again after it ran
     assert report.ok and report.arithmetic.certified and report.arithmetic.flush
     assert "flush subnormal operands" in report.summary()
     # the assumed arithmetic in the text, the HTML and the JSON of `ncet check --json`
