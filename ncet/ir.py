@@ -50,13 +50,16 @@ OP_SCHEMAS: Mapping[str, tuple[int | None, Mapping[str, str]]] = MappingProxyTyp
 """Every canonical op_type with its arity and attribute schema (documented in docs/ir.md)."""
 
 OPTIONAL_ATTRS: Mapping[str, Mapping[str, str]] = MappingProxyType({
-    "Output": MappingProxyType({"cut": "cut"}),
+    "Output": MappingProxyType({"cut": "cut", "stop_at": "str", "cut_trailing": "bool"}),
 })
 """Per op_type, the attributes a node may leave out, with their kinds (absent when unused, so
 a GraphIR without them reads, hashes and saves as before). Output's `cut` (kind "cut": a
 non-empty list of [FX node name, why] pairs of strings): the model's operations a GraphIR
-cut short by `convert(stop_at=..., cut_trailing=...)` leaves out; `check_exactness` accepts
-exactly these missing, and no other (docs/ir.md, "Cutting a model short")."""
+cut short by `convert(stop_at=..., cut_trailing=...)` leaves out, with `cut_trailing` (always)
+and `stop_at` (when given), the arguments that made the cut; the three come together.
+`check_exactness` plans the cut again from those arguments on the model's trace and accepts
+exactly its nodes missing and its outputs returned, and nothing else; the reasons in `cut`
+are shown, never trusted (docs/ir.md, "Cutting a model short")."""
 
 CONSTANT_ATTRS: Mapping[str, tuple[str, ...]] = MappingProxyType({
     op_type: tuple(k for k, kind in schema.items() if kind.startswith("const"))
@@ -107,7 +110,8 @@ op_types take any rank)."""
 
 def declared_cut(ir: GraphIR) -> dict[str, str]:
     """The model's operations the GraphIR declares it leaves out (its Output node's `cut`),
-    FX node name -> why, in graph order; empty for a GraphIR of the whole model."""
+    FX node name -> why, in graph order; empty for a GraphIR of the whole model. As the file
+    says it: `check_exactness` plans the cut again and trusts only that."""
     return {name: why for name, why in ir.nodes[-1].attrs.get("cut", ())}
 
 

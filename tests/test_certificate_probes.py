@@ -305,7 +305,7 @@ def test_a_low_precision_graph_on_kernels_that_flush_is_certified_with_the_term(
     monkeypatch.setattr(probes, "probe_low_precision_subnormals", flushing)
     model, ir = bf16_linear()
     report = ncet.check_exactness(model, ir, samples_per_scale=2)
-    assert seen == [torch.bfloat16]
+    assert set(seen) == {torch.bfloat16}  # before the model runs, and again after it ran
     assert report.ok and report.arithmetic.certified and report.arithmetic.flush
     assert "flush subnormal operands" in report.summary()
     # the assumed arithmetic in the text, the HTML and the JSON of `ncet check --json`
@@ -465,3 +465,70 @@ def test_the_bundled_models_in_bfloat16_are_certified(name):
     flushes = probes.probe_low_precision_subnormals(torch.bfloat16) is not None
     assert report.arithmetic.flush == flushes
     assert ("flush-to-zero seen" in report.summary().splitlines()[0]) == flushes
+
+
+# --- 3. arithmetic the model itself changes while it is checked ---------------------------------
+
+
+def test_a_forward_that_turns_flushing_on_is_not_certified():
+    """The arithmetic is read before the model runs: a forward() that sets flush-to-zero
+    (weights 2^100, subnormal inputs 2^-140: PyTorch gives 0, the exact value is 3.6e-12)
+    must not pass as exact under the bounds of IEEE subnormals. Run in a fresh interpreter:
+    the flag set inside forward() would stay on this process's threads."""
+    found = isolated("""
+        torch.set_num_threads(1)
+        class SetsFlush(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = nn.Linear(4, 1, bias=False)
+                with torch.no_grad():
+                    self.fc.weight.fill_(2.0 ** 100)
+            def forward(self, x):
+                self.supported = torch.set_flush_denormal(True)
+                return self.fc(x)
+        model = SetsFlush().eval()
+        ir = ncet.convert(model, (4,))
+        torch.set_flush_denormal(False)
+        x = torch.full((8, 4), 2.0 ** -140)
+        x[4:] = torch.randn(4, 4)
+        try:
+            report = ncet.check_exactness(model, ir, x, chunk_size=2)
+        finally:
+            torch.set_flush_denormal(False)
+        print(json.dumps({**verdict(report), "supported": model.supported}))
+    """)
+    if not found["supported"]:  # a CPU without FTZ/DAZ: nothing changed, nothing to refuse
+        assert found["ok"], found["summary"]
+        return
+    assert not found["ok"] and not found["certified"], found["summary"]
+    assert found["summary"].startswith("NOT CERTIFIED: the model changed the floating-point "
+                                       "environment during the check"), found["summary"]
+    assert "flush_denormal: False -> True" in found["summary"]
+
+
+class _SetsPrecision(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        torch.set_float32_matmul_precision("medium")
+        return self.fc(x)
+
+
+@pytest.mark.parametrize("chunk_size", [None, 4])
+def test_a_forward_that_lowers_the_matmul_precision_is_not_certified(chunk_size):
+    """Any CPU: a precision flag set by forward() after the flags were read (one chunk, or
+    several: read again after the first and the last) leaves the report NOT CERTIFIED,
+    naming the flag; the caller's state is left as the model set it."""
+    model = _SetsPrecision().eval()
+    ir = ncet.convert(model, (4,))
+    try:
+        torch.set_float32_matmul_precision("highest")
+        report = ncet.check_exactness(model, ir, samples_per_scale=4, chunk_size=chunk_size)
+        assert torch.get_float32_matmul_precision() == "medium"
+    finally:
+        torch.set_float32_matmul_precision("highest")
+    assert not report.ok and not report.arithmetic.certified
+    assert "float32_matmul_precision: highest -> medium" in report.summary()
+    assert "changed the floating-point environment during the check" in report.summary()

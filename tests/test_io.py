@@ -476,6 +476,10 @@ HOSTILE = [
         cut=[["fc", "a"], ["fc", "b"]])), "each name once"),
     ("relu-with-a-cut", edit(lambda h: node_of(h, "ReLU")["attrs"].update(cut=[["fc", "a"]])),
      "unexpected keys ['cut']"),
+    ("output-stop-at-not-a-string", edit(lambda h: node_of(h, "Output")["attrs"].update(
+        cut=[["fc", "a"]], cut_trailing=False, stop_at=3)), "expected a string (kind 'str')"),
+    ("output-cut-trailing-not-a-bool", edit(lambda h: node_of(h, "Output")["attrs"].update(
+        cut=[["fc", "a"]], cut_trailing=1)), "expected a bool (kind 'bool')"),
     ("attrs-not-object", edit(lambda h: node_of(h, "ReLU").update(attrs=[])), "expected a JSON"),
     ("attrs-missing-key", edit(lambda h: node_of(h, "LeakyReLU")["attrs"].clear()),
      "missing keys ['negative_slope']"),
@@ -808,6 +812,12 @@ MEANINGLESS = [
     ("batchnorm-mean-of-other-length", edit(lambda h: node_of(h, "BatchNorm")["attrs"].update(
         mean=node_of(h, "Linear")["attrs"]["bias"])),
      "mean has shape [5], not [3] (the input's channels)"),
+    ("output-cut-without-its-arguments", edit(lambda h: node_of(h, "Output")["attrs"].update(
+        cut=[["fc", "a"]])), "a cut is declared by cut (the nodes left out) with cut_trailing"),
+    ("output-cut-arguments-without-cut", edit(lambda h: node_of(h, "Output")["attrs"].update(
+        stop_at="fc", cut_trailing=False)), "carries ['stop_at', 'cut_trailing'] of a cut"),
+    ("output-cut-made-by-nothing", edit(lambda h: node_of(h, "Output")["attrs"].update(
+        cut=[["fc", "a"]], cut_trailing=False)), "made by neither stop_at nor cut_trailing"),
 ]
 
 

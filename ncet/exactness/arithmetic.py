@@ -237,3 +237,26 @@ def read_arithmetic_model(low_precision: tuple[torch.dtype, ...] = ()) -> Arithm
     notes.extend(f"NOT CERTIFIED: {reason}" for reason in outside)
     return ArithmeticModel(operand_u, not outside, flags, tuple(notes), bool(flushed),
                            tuple(kernels))
+
+
+def changed_since(first: ArithmeticModel,
+                  low_precision: tuple[torch.dtype, ...] = ()) -> str | None:
+    """Read and probe the arithmetic again (`read_arithmetic_model`) after the model ran,
+    and say what differs from `first`, the reading the bounds were built on, or None.
+
+    A forward() that calls `torch.set_flush_denormal(True)` or changes a precision flag (or
+    a library it calls that does) changes the arithmetic under the check's feet: the first
+    reading did not see it, so the bounds do not cover it."""
+    now = read_arithmetic_model(low_precision)
+    changes = [f"{k}: {first.flags.get(k, 'unset')} -> {v}" for k, v in now.flags.items()
+               if first.flags.get(k) != v]
+    changes += [f"{k}: {v} -> unset" for k, v in first.flags.items() if k not in now.flags]
+    for note in now.notes:  # what the probes now see
+        if note not in first.notes:
+            changes.append(note.partition("): underflow term")[0] + ")"
+                           if note.startswith("flush-to-zero seen (") else note)
+    if not changes:
+        return None
+    return ("the model changed the floating-point environment during the check ("
+            + "; ".join(changes) + "), after the arithmetic was read and probed: the bounds "
+            "assume the arithmetic of that first reading")

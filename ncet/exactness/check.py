@@ -17,7 +17,7 @@ from ..frontend.rewrites import rewrite_graph
 from ..frontend.trace import Traced, trace_model
 from ..frontend.trace_cache import recorded_trace
 from ..ir import GraphIR
-from .arithmetic import MATMUL_OPS, read_arithmetic_model
+from .arithmetic import MATMUL_OPS, changed_since, read_arithmetic_model
 from .checker import Checker
 from .hooks import flag_hooks
 from .report import VALUE_SAMPLE_SIZE, ExactnessReport
@@ -155,7 +155,7 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
                           if n.op_type in MATMUL_OPS and n.dtype in ("bfloat16", "float16"))
 
     reporter = _Progress(progress)
-    arithmetic = read_arithmetic_model(low_precision)  # read and probed once, for both passes
+    read = arithmetic = read_arithmetic_model(low_precision)  # before the model runs
     if arithmetic.flush and (subnormal := subnormal_constants(
             ir.nodes, ir.constants, arithmetic.flushing_kernels)):
         arithmetic = arithmetic.outside(
@@ -174,6 +174,11 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
             tick = None if not progress else \
                 (lambda step, done=done: reporter(done + step, steps))  # throttled there
             checker.run([x[start:start + chunk_size] for x in inputs], start, tick)
+            if i in (0, len(starts) - 1) and checker.arithmetic.certified and (
+                    changed := changed_since(read, low_precision)):
+                # forward() changed the arithmetic (flushing, a precision flag) after it was
+                # read: the bounds do not cover what ran; the user's state is left as is
+                checker.arithmetic = checker.arithmetic.outside(changed)
         return checker.report(described, total)
 
     with untouched(model):  # the RNG, the grad mode and the model's buffers, as they were

@@ -17,7 +17,7 @@ from ..ir import GraphIR, IRNode, declared_cut
 from .arithmetic import ArithmeticModel
 from .flush_bounds import input_radius
 from .node_checks import NodeChecks
-from .structure import check_inputs_and_outputs, structural_faults
+from .structure import check_inputs_and_outputs, replanned_cut, structural_faults
 
 _F64 = torch.float64
 
@@ -59,6 +59,9 @@ class Checker(NodeChecks):
                              f"that it leaves out {', '.join(map(repr, wrong[:5]))}, but the "
                              "model's traced graph has no such operation, or the GraphIR has "
                              "a node for it, or its outputs need it")
+        # the cut planned again from the arguments that made it: its nodes and outputs must
+        # be the GraphIR's, and its reasons are the ones reported (the file's are not read)
+        self.cut_reasons = replanned_cut(ir, traced.graph, traced.call_modules())
         returned = list(ir.outputs) if self.cut else None
         check_inputs_and_outputs(ir, traced.graph, returned)
         for name, fault in structural_faults(ir, traced.graph, returned).items():

@@ -10,10 +10,15 @@ graph and look up each IR node by name, would not see a node the trace does not 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import torch.fx
+from torch import nn
 from torch.fx.node import map_arg
 
-from ..ir import GraphIR
+from ..errors import TraceError
+from ..frontend.cut import plan_cut
+from ..ir import GraphIR, declared_cut
 
 
 def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph,
@@ -50,6 +55,57 @@ def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph,
         raise ValueError(f"the GraphIR does not match the model: it returns "
                          f"{len(ir.outputs)} value(s) {list(ir.outputs)}, the model's trace "
                          f"{len(returned)} {returned}")
+
+
+def replanned_cut(ir: GraphIR, graph: torch.fx.Graph,
+                  modules: Mapping[str, nn.Module]) -> dict[str, str]:
+    """The cut of a GraphIR cut short, planned again on the model's trace from the arguments
+    its Output node stores (`stop_at`, `cut_trailing`): FX node name -> why, from the plan,
+    never from the file; empty for a GraphIR of the whole model.
+
+    The GraphIR must leave out exactly the nodes the plan leaves out and return exactly the
+    nodes the plan returns, position for position (each of forward()'s results, or the node
+    a cut activation takes in its place; for `stop_at`, that node alone), with the plan's
+    tuple structure.
+
+    Raises:
+        ValueError: Anything else ("the GraphIR does not match the model"): a cut declared
+            without the arguments that made it, other nodes left out, other outputs.
+    """
+    attrs = ir.nodes[-1].attrs
+    declared = list(declared_cut(ir))
+    if not declared and "stop_at" not in attrs and "cut_trailing" not in attrs:
+        return {}
+    stop_at, trailing = attrs.get("stop_at"), attrs.get("cut_trailing")
+    if not isinstance(trailing, bool) or not (stop_at is None or isinstance(stop_at, str)):
+        raise ValueError("the GraphIR does not match the model: its Output node declares a "
+                         f"cut of {', '.join(map(repr, declared[:5])) or 'nothing'} without "
+                         "the stop_at / cut_trailing that made it, so the cut cannot be "
+                         "planned again on the model: convert the model with them again")
+    spelled = f"convert's stop_at={stop_at!r}, cut_trailing={trailing}"
+    try:
+        plan = plan_cut(graph, modules, stop_at=stop_at, cut_trailing=trailing) \
+            if stop_at is not None or trailing else None
+    except TraceError as error:
+        raise ValueError(f"the GraphIR does not match the model: its cut was made by "
+                         f"{spelled}, which plans no cut on the model's trace ({error})") \
+            from None
+    planned = {} if plan is None else dict(plan.nodes)
+    if sorted(declared) != sorted(planned):
+        raise ValueError(f"the GraphIR does not match the model: its Output node declares "
+                         f"that it leaves out {', '.join(map(repr, declared[:5])) or 'nothing'}"
+                         f", but {spelled} leaves out "
+                         f"{', '.join(map(repr, list(planned)[:5])) or 'nothing'} of the "
+                         "model's traced graph")
+    if plan is None:
+        return {}
+    outputs = [n.name for n in plan.outputs]
+    if list(ir.outputs) != outputs or attrs.get("tuple") is not plan.as_tuple:
+        raise ValueError(f"the GraphIR does not match the model: it returns "
+                         f"{list(ir.outputs)} (tuple {attrs.get('tuple')}), but {spelled} on "
+                         f"the model's trace returns {outputs} (tuple {plan.as_tuple}), in "
+                         "that order")
+    return planned
 
 
 def structural_faults(ir: GraphIR, graph: torch.fx.Graph,

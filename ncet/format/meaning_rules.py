@@ -162,6 +162,12 @@ def _output(node: IRNode, shapes) -> str | None:
     if not node.attrs["tuple"] and len(node.inputs) != 1:
         return (f"it returns {len(node.inputs)} values with tuple false, which returns one; "
                 "set tuple to true to return them all")
+    cut = [k for k in ("cut", "stop_at", "cut_trailing") if k in node.attrs]
+    if cut and "cut" not in cut or cut == ["cut"]:
+        return (f"it carries {cut} of a cut: a cut is declared by cut (the nodes left out) "
+                "with cut_trailing (and stop_at, when given), the arguments that made it")
+    if "cut" in cut and "stop_at" not in cut and node.attrs["cut_trailing"] is not True:
+        return "it declares a cut made by neither stop_at nor cut_trailing"
     return None
 
 

@@ -229,6 +229,10 @@ class _Walk:
         attrs = {"tuple": isinstance(result, (tuple, list))}
         if self.cut is not None and self.cut.nodes:  # declared, for check_exactness
             attrs["cut"] = [[name, why] for name, why in self.cut.nodes.items()]
+            # what made it: check_exactness plans the cut again from these on its trace
+            if self.cut.stop_at is not None:
+                attrs["stop_at"] = self.cut.stop_at
+            attrs["cut_trailing"] = self.cut.cut_trailing
         self.ir_nodes.append(IRNode(node.name, "Output", tuple(o.name for o in outputs),
                                     attrs, None, "", Source(node.name, node.op, "output")))
         return self._row(node, "mapped", spelling="output", op_type="Output")

@@ -63,12 +63,17 @@ class Cut:
             rank of its input by the walk: the batch axis is not per-sample).
         as_tuple: The GraphIR returns a tuple (forward() returned one, and only trailing
             activations were cut), else the single value.
+        stop_at, cut_trailing: The arguments the cut was planned with: `convert` stores them
+            in the Output node, and `check_exactness` plans the cut again from them on the
+            model's trace (`ncet.exactness.structure.replanned_cut`).
     """
 
     outputs: tuple[torch.fx.Node, ...]
     nodes: Mapping[str, str]
     softmax_dims: Mapping[str, object]
     as_tuple: bool
+    stop_at: str | None = None
+    cut_trailing: bool = False
 
 
 def plan_cut(graph: torch.fx.Graph, modules: Mapping[str, nn.Module], *,
@@ -125,7 +130,7 @@ def plan_cut(graph: torch.fx.Graph, modules: Mapping[str, nn.Module], *,
     order = {n.name: i for i, n in enumerate(nodes)}
     as_tuple = stop_at is None and isinstance(output.args[0], (tuple, list))
     return Cut(tuple(outputs), dict(sorted(why.items(), key=lambda kv: order[kv[0]])), dims,
-               as_tuple)
+               as_tuple, stop_at, cut_trailing)
 
 
 def _returned(output: torch.fx.Node) -> list[torch.fx.Node]:
