@@ -606,6 +606,82 @@ def test_any_hook_leaves_the_check_not_certified(register, words, node):
     assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the hook removed
 
 
+def _gate(y):
+    """Zeroes values above 1e8: never on the generated samples."""
+    return torch.where(y.abs() > 1e8, torch.zeros_like(y), y)
+
+
+class _CallNet(_HookNet):
+    def __call__(self, x):
+        return _gate(super().__call__(x))
+
+
+def _instance_forward(model, monkeypatch):
+    linear = model.l1
+    monkeypatch.setattr(linear, "forward", lambda x: _gate(nn.Linear.forward(linear, x)),
+                        raising=False)
+
+
+_RELU, _LINEAR, _TENSOR_RELU = F.relu, F.linear, torch.Tensor.relu
+
+# (id, the model's class, an override in place before convert, the note's words, where)
+OVERRIDE_CASES = [
+    ("instance-forward-on-leaf", _HookNet, _instance_forward,
+     "module 'l1' has an instance attribute `forward`", "l1"),
+    ("leaf-class-forward-patched", _HookNet,
+     lambda m, mp: mp.setattr(nn.ReLU, "forward", lambda self, x: _gate(_RELU(x))),
+     "module 'block.0' has ReLU.forward patched", "block_0"),
+    ("functional-relu-patched", _HookNet,
+     lambda m, mp: mp.setattr(F, "relu", lambda x, inplace=False: _gate(_RELU(x))),
+     "torch.nn.functional.relu patched", None),
+    ("functional-linear-patched", _HookNet,
+     lambda m, mp: mp.setattr(F, "linear", lambda x, w, b=None: _gate(_LINEAR(x, w, b))),
+     "torch.nn.functional.linear patched", None),
+    ("tensor-method-patched", _HookNet,
+     lambda m, mp: mp.setattr(torch.Tensor, "relu", lambda self: _gate(_TENSOR_RELU(self))),
+     "torch.Tensor.relu patched", None),
+    ("root-class-overrides-call", _CallNet, lambda m, mp: None,
+     "the model itself has class _CallNet overriding nn.Module.__call__", None),
+]
+
+
+@pytest.mark.parametrize("build, override, words, node", [c[1:] for c in OVERRIDE_CASES],
+                         ids=[c[0] for c in OVERRIDE_CASES])
+def test_any_override_of_torch_code_leaves_the_check_not_certified(build, override, words,
+                                                                   node, monkeypatch):
+    """Code the model runs instead of torch's own (an instance forward, a patched leaf class,
+    torch function or Tensor method, a __call__ override), in place before convert and acting
+    only above 1e8: the report is NOT CERTIFIED with a note naming it, the model is not
+    changed, and once the override is gone the same GraphIR certifies."""
+    from tests.test_no_mutation import assert_same, snapshot
+
+    torch.manual_seed(0)
+    model = build().eval()
+    override(model, monkeypatch)
+    before = snapshot(model)
+    ir = ncet.convert(model, (4,))
+    report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    assert_same(before, snapshot(model))
+    monkeypatch.undo()
+    assert not report.ok and report.first_violation is None, report.summary()
+    assert report.summary().startswith("NOT CERTIFIED") and "exact within" not in report.summary()
+    flagged = [node] if node is not None else list(ir.outputs)
+    assert set(report.unchecked) == set(flagged)
+    for name in flagged:
+        assert words in report.entry(name).note and "off the samples" in report.entry(name).note
+    if build is not _CallNet:
+        assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the override gone
+
+
+def test_a_clean_model_has_no_override():
+    from ncet.exactness.overrides import model_overrides
+    from ncet.frontend.trace import trace_model
+
+    for name in ("mlp", "lenet", "residual_cnn"):
+        model, shapes = load_example(name)
+        assert list(model_overrides(trace_model(model, len(shapes)))) == []
+
+
 def test_a_hook_acting_off_the_samples_is_not_certified():
     """The adversarial case: the hook zeroes l1's output above 1e7, so the model and the
     GraphIR differ there (PyTorch is the oracle), though they agree on every sample."""

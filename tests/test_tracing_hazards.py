@@ -15,6 +15,9 @@ Verdicts:
 
 from __future__ import annotations
 
+import functools
+import types
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -247,7 +250,7 @@ HAZARDS = [
     ("python-list-append", ListAppend, "caught at a node", ""),
     ("flag-toggled-in-forward", Toggle, "caught at the output", ""),
     # the eager runs draw from a seed of their own: the frozen tensor differs from theirs
-    ("random-tensor-frozen-at-trace", RandomConstant, "caught at the output", ""),
+    ("random-tensor-frozen-at-trace", RandomConstant, "caught at a node", ""),
     ("random-like-input", RandomLike, "rejected unsupported-function", "rand_like"),
     ("buffer-updated-in-place", BufferUpdate, "rejected inplace", "add_"),
     ("forward-hook-on-leaf-module", LeafHook, "caught at a node", ""),
@@ -456,20 +459,112 @@ def test_state_changed_after_convert_gives_the_reference_verdict(build, change, 
     assert fast == reference
 
 
-def test_an_unchanged_model_reuses_the_trace(monkeypatch):
-    """The fingerprint of an unchanged model matches: the check runs convert's graph, and
-    traces again once a flag of the model changes (even back and forth)."""
-    from ncet.exactness import check as check_module
+def _clamped(x, big=False):
+    return torch.clamp(x, -1e30, 1e30) if big else x
 
-    traces = []
-    real = check_module.trace_model
-    monkeypatch.setattr(check_module, "trace_model",
-                        lambda model, n: traces.append(model) or real(model, n))
+
+def _helper(x):
+    """A helper forward() calls, reading a global forward() itself does not name."""
+    return _clamped(x, HELPER_FLAG["big"])
+
+
+HELPER_FLAG = {"big": False}
+CONFIG_MODULE = types.ModuleType("ncet_test_config")
+CONFIG_MODULE.BIG = False
+
+
+class _Object:
+    pass
+
+
+class StateBranch(nn.Module):
+    """`fc` then an activation whose trace depends on Python state chosen by `kind`."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.fc, self.kind = nn.Linear(4, 3), kind
+        self.flags = [False] * 300  # wider than any by-value fingerprint looks
+        self.cfg = _Object()
+        self.cfg.a = _Object()
+        self.cfg.a.b = _Object()
+        self.cfg.a.b.c = _Object()
+        self.cfg.a.b.c.big = False  # four levels deep
+        self.partial = functools.partial(_clamped, big=False)
+        self.act = lambda x: x
+        self.act_default = lambda x, big=False: _clamped(x, big)
+        self.config = CONFIG_MODULE
+
+    def forward(self, x):
+        y = self.fc(x)
+        if self.kind == "relu":
+            return F.relu(y)
+        if self.kind == "module-object":
+            return _clamped(y, self.config.BIG)
+        if self.kind == "wide-list":
+            return _clamped(y, self.flags[0])
+        if self.kind == "deep-config":
+            return _clamped(y, self.cfg.a.b.c.big)
+        if self.kind == "partial":
+            return self.partial(y)
+        if self.kind == "lambda-code":
+            return self.act(y)
+        if self.kind == "lambda-defaults":
+            return self.act_default(y)
+        return _helper(y)
+
+
+STATE_CHANGES = {
+    "relu": lambda m, mp: mp.setattr(F, "relu", lambda x: torch.clamp(x, min=0.0, max=1e30)),
+    "module-object": lambda m, mp: mp.setattr(CONFIG_MODULE, "BIG", True),
+    "wide-list": lambda m, mp: m.flags.__setitem__(0, True),
+    "deep-config": lambda m, mp: setattr(m.cfg.a.b.c, "big", True),
+    "partial": lambda m, mp: m.partial.keywords.__setitem__("big", True),
+    "lambda-code": lambda m, mp: setattr(
+        m.act, "__code__", (lambda x: torch.clamp(x, -1e30, 1e30)).__code__),
+    "lambda-defaults": lambda m, mp: setattr(m.act_default, "__defaults__", (True,)),
+    "helper-global": lambda m, mp: mp.setitem(HELPER_FLAG, "big", True),
+}
+"""Python state changed after `convert` that no fingerprint of the model sees (the
+adversarial review's table): each adds a clamp to the trace."""
+
+
+@pytest.mark.parametrize("kind", list(STATE_CHANGES))
+def test_any_change_to_the_trace_gives_the_reference_verdict(kind, monkeypatch):
+    """The fast path re-traces and compares graphs node by node, so every change that adds
+    a node after `convert` is refused on both paths, as a fresh trace refuses it."""
+    from ncet.frontend import trace_cache
+
+    torch.manual_seed(0)
+    model = StateBranch(kind).eval()
+    ir = ncet.convert(model, (4,))
+    STATE_CHANGES[kind](model, monkeypatch)
+    fast = _verdict(model, ir)
+    monkeypatch.setattr(trace_cache, "TRACE_CACHE", False)
+    reference = _verdict(model, ir)
+    assert reference == ("raises", "ValueError",
+                         "the GraphIR does not match the model: no IR node for FX node")
+    assert fast == reference
+
+
+def test_an_unchanged_model_is_traced_once_per_check(monkeypatch):
+    """The check of an unchanged model traces it once (the fast path's fresh trace matches
+    convert's graph), and a new attribute forward() does not read changes nothing; a change
+    to the trace sends the check down the reference path, which traces again."""
+    from ncet.exactness import check as check_module
+    from ncet.frontend import trace_cache
+
+    fast, reference = [], []
+    for module, calls in ((trace_cache, fast), (check_module, reference)):
+        monkeypatch.setattr(module, "trace_model", lambda model, n, calls=calls,
+                            real=module.trace_model: calls.append(model) or real(model, n))
     torch.manual_seed(0)
     model = ExtraBranch().eval()
     ir = ncet.convert(model, (4,))
     assert ncet.check_exactness(model, ir, samples_per_scale=2).ok
-    assert traces == []
-    model.fc_scale = 1.5  # a new attribute: forward() may read it
+    model.fc_scale = 1.5  # a new attribute: forward() does not read it
     assert ncet.check_exactness(model, ir, samples_per_scale=2).ok
-    assert traces == [model]
+    assert (fast, reference) == ([model, model], [])
+    model.extra = True
+    with pytest.raises(ValueError, match="no IR node for FX node"):
+        ncet.check_exactness(model, ir, samples_per_scale=2)
+    assert (fast, reference) == ([model] * 3, [model])

@@ -75,11 +75,10 @@ def check_exactness(model: nn.Module, ir: GraphIR | None = None, *inputs: torch.
     through the graph; |torch - reference| <= B(u_torch) + B(u_ref) at every node, and the
     model's own eager outputs are held to the same bound.
 
-    The FX graph checked is the one `convert` traced when `ir` is the GraphIR it returned
-    for this same model object (in this process) and the model's fingerprint (flags,
-    attributes, submodules, forward(), the globals it names) is unchanged since; otherwise,
-    or when that graph's outputs are not bit-identical to the eager model's, the model is
-    traced again.
+    The FX graph checked is the model traced again; when `ir` is the GraphIR `convert`
+    returned for this same model object, that trace is used if it is identical node by node
+    to convert's (frontend/trace_cache.py), else (or when its outputs are not bit-identical
+    to the eager model's) the model is traced again in full.
 
     Hooks are not part of the GraphIR: any forward hook or pre-hook that runs when the model
     is called (its own, a called submodule's, a global one) leaves the report NOT CERTIFIED

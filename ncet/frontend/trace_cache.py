@@ -1,14 +1,16 @@
-"""A fast path: `check_exactness(model, ir)` reuses the trace `convert` made of that model.
+"""A fast path: `check_exactness(model, ir)` traces the model once and reuses convert's graph.
 
-Tracing is about a third of a conversion, and more than the check's floor on a small model,
-so each GraphIR `convert` builds in this process remembers (weakly) the model, the FX graph
-it came from and a fingerprint of the Python state the trace depended on (`fingerprint`).
-The reference path traces the model again; `TRACE_CACHE` switches the cache off, and the
-check's report is the same either way (tests/test_frontend_fast_paths.py): the recorded
-graph's modules and attributes are looked up on the live model, a model whose fingerprint
-changed since `convert` (a flag, a submodule, a forward(), a global forward() reads) is
-traced again, and so is one whose recorded graph disagrees with the eager model at the
-outputs.
+Each GraphIR `convert` builds in this process remembers (weakly) the model and the FX graph
+it came from. A check of that model object traces it again (torch.fx symbolic tracing and
+the rewrites, without shape propagation: `trace_model` and `rewrite_graph`, a few ms) and
+takes this fresh trace only when its graph is identical to the recorded one node by node:
+op, name, target (callables by identity), the structure of args and kwargs with their
+constants by type and value (floats by their bits) and NCET's private out-of-place modules.
+Anything that changed since `convert` and changes the trace (a flag, a monkeypatched
+function, a global a helper reads, a config object however deep) therefore shows, and the
+check's reference path runs; what does not change the trace cannot change the graph the
+check runs. `TRACE_CACHE` switches the path off, and the check's report is the same either
+way (tests/test_frontend_fast_paths.py, tests/test_tracing_hazards.py).
 """
 
 from __future__ import annotations
@@ -16,109 +18,79 @@ from __future__ import annotations
 import struct
 import weakref
 
-from torch import Tensor, nn
+import torch
+import torch.fx
+from torch import nn
+
+from ..errors import TraceError
+from .rewrites import PRIVATE_MODULE, rewrite_graph
+from .trace import trace_model
 
 TRACE_CACHE = True
-"""The switch: False makes `recorded_trace` find nothing (every check traces the model), and
-`record_trace` record nothing."""
+"""The switch: False makes `recorded_trace` find nothing (every check traces the model in
+check.py), and `record_trace` record nothing."""
 
 _RECORDED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-"""GraphIR -> (weak reference to the model, its FX graph, the stowed tensors, the modules
-the trace called, the model's `fingerprint`) for each GraphIR `convert` built in this
-process. Neither keeps the other alive: the graph and the fingerprint hold no reference to
-the model."""
-
-_MODULE_BOOKKEEPING = frozenset(vars(nn.Module())) - {"training"}
-"""nn.Module's own attributes (parameters, buffers, submodules, hooks): the parameters and
-buffers are read live, the submodules are fingerprinted one by one, the hooks are the
-check's own business (exactness/hooks.py)."""
-
-_MODULE_MRO = frozenset(nn.Module.__mro__)
-"""nn.Module and its bases: their class attributes are torch's own."""
-
-_DEPTH = 3
-"""How deep `fingerprint` looks into containers and plain objects; deeper, by identity."""
-
-_WIDTH = 256
-"""The most items of one container or object `fingerprint` compares by value."""
+"""GraphIR -> (weak reference to the model, its FX graph) for each GraphIR `convert` built
+in this process. Neither keeps the other alive: the graph holds no reference to the model."""
 
 
-def fingerprint(model: nn.Module) -> tuple:
-    """What a trace of `model` may depend on besides tensor values, as a comparable value:
-    per module (in `named_modules` order) its path, identity, class and `forward`, its
-    class's own attributes (class-level flags; methods by identity), its `training` flag and
-    other attributes (numbers, strings, flags, dtypes and containers or
-    plain objects of those by value, floats by their bits; anything else by identity), and
-    the module-level globals its forward() names (by value, the same way)."""
-    key = []
-    classes: dict[type, tuple] = {}
-    for path, module in model.named_modules(remove_duplicate=False):
-        cls = type(module)
-        if cls not in classes:
-            forward = getattr(cls, "forward", None)
-            names = getattr(getattr(forward, "__code__", None), "co_names", ())
-            found = getattr(forward, "__globals__", {})
-            own = tuple((k, _value(v, _DEPTH)) for klass in cls.__mro__
-                        if klass not in _MODULE_MRO for k, v in vars(klass).items()
-                        if not k.startswith("__"))  # class flags, methods by identity
-            classes[cls] = (id(cls), id(forward), own, tuple(
-                (n, _value(found[n], _DEPTH)) for n in names if n in found))
-        attributes = tuple((k, _value(v, _DEPTH)) for k, v in vars(module).items()
-                           if k not in _MODULE_BOOKKEEPING)
-        key.append((path, id(module), classes[cls], attributes))
-    return tuple(key)
-
-
-def _value(value: object, depth: int):
-    """`value` as a comparable key: by value where it is plain data, else by identity."""
-    try:
-        return _plain_value(value, depth)
-    except Exception:  # a user's __repr__, __hash__ or property that fails
-        return (type(value), id(value))
-
-
-def _plain_value(value: object, depth: int):
-    if value is None or isinstance(value, (bool, int, str, bytes)):
-        return (type(value), value)
-    if isinstance(value, float):
-        return (float, struct.pack("<d", value))  # -0.0 and NaN compare by their bits
-    if isinstance(value, (Tensor, nn.Module)) or depth == 0:
-        return (type(value), id(value))  # tensors are read live; submodules keyed apart
-    if isinstance(value, (tuple, list, set, frozenset)) and len(value) <= _WIDTH:
-        items = sorted(value, key=repr) if isinstance(value, (set, frozenset)) else value
-        return (type(value), tuple(_value(v, depth - 1) for v in items))
-    if isinstance(value, dict) and len(value) <= _WIDTH:
-        return (type(value), tuple((_value(k, depth - 1), _value(v, depth - 1))
-                                   for k, v in value.items()))
-    attributes = getattr(value, "__dict__", None)
-    if type(value).__module__ != "builtins" and isinstance(attributes, dict) \
-            and not callable(value) and len(attributes) <= _WIDTH:  # a config object, say
-        return (type(value), id(value), tuple((k, _value(v, depth - 1))
-                                              for k, v in attributes.items()))
-    try:
-        return (type(value), hash(value), id(value))  # an enum, a dtype, a function
-    except TypeError:
-        return (type(value), id(value))
+_BY_TEXT = (torch.device, torch.dtype, torch.memory_format, torch.layout)
+"""Constants FX leaves in args that compare by their text (a device may be a new object on
+each trace)."""
 
 
 def record_trace(ir: object, model: nn.Module, traced) -> None:
     """Remember that `ir` was converted from `model` through `traced` (a `trace.Traced`; a
     leaf module given as the model is not recorded: its wrapper would keep the model alive)."""
     if TRACE_CACHE and not traced.wrapped_leaf:
-        _RECORDED[ir] = (weakref.ref(model), traced.graph, traced.stowed, traced.called,
-                         fingerprint(model))
+        _RECORDED[ir] = (weakref.ref(model), traced.graph)
 
 
 def recorded_trace(ir: object, model: nn.Module):
-    """The `trace.Traced` `ir` was converted through, when it came from this very `model` in
-    this process and the model's `fingerprint` is still the one it had then (else None).
-
-    Its modules and attributes are looked up on the live model, so changed weights show;
-    a forward() whose Python behaves differently since `convert` for a reason the
-    fingerprint does not see (a global read by a helper function, say) shows at the
-    outputs, where the eager model is compared too."""
+    """A fresh `trace.Traced` of `model` (traced and rewritten as the check's reference path
+    does), when `ir` came from this very `model` in this process and the fresh graph is
+    identical node by node to the one `convert` traced (else None: the check traces the
+    model itself). Its stowed tensors and called modules are the fresh trace's."""
     recorded = _RECORDED.get(ir) if TRACE_CACHE else None
-    if recorded is not None and recorded[0]() is model and recorded[4] == fingerprint(model):
-        from .trace import Traced  # trace.py imports this module
-        return Traced(recorded[1], model, False, recorded[2], recorded[3])
-    return None
+    if recorded is None or recorded[0]() is not model:
+        return None
+    try:
+        fresh = trace_model(model, len(ir.inputs))
+    except TraceError:
+        return None  # the reference path raises it
+    rewrite_graph(fresh.graph, fresh.call_modules())
+    return fresh if same_graph(fresh.graph, recorded[1]) else None
+
+
+def same_graph(a: torch.fx.Graph, b: torch.fx.Graph) -> bool:
+    """Whether two FX graphs are identical node by node (see the module docstring)."""
+    nodes_a, nodes_b = list(a.nodes), list(b.nodes)
+    return len(nodes_a) == len(nodes_b) and all(
+        _node_key(x) == _node_key(y) for x, y in zip(nodes_a, nodes_b))
+
+
+def _node_key(node: torch.fx.Node) -> tuple:
+    private = node.meta.get(PRIVATE_MODULE)
+    return (node.op, node.name, _value(node.target), _value(node.args), _value(node.kwargs),
+            None if private is None else (type(private), _value(vars(private))))
+
+
+def _value(value: object):
+    """`value` as a comparable key: nodes by name, containers item by item, plain constants
+    by type and value (floats by their bits), anything else by identity."""
+    if isinstance(value, torch.fx.Node):
+        return (torch.fx.Node, value.name)
+    if isinstance(value, (tuple, list)):
+        return (type(value), tuple(_value(v) for v in value))
+    if isinstance(value, dict):
+        return (type(value), tuple((_value(k), _value(v)) for k, v in value.items()))
+    if isinstance(value, slice):
+        return (slice, _value(value.start), _value(value.stop), _value(value.step))
+    if isinstance(value, float):
+        return (float, struct.pack("<d", value))  # -0.0 and NaN compare by their bits
+    if value is None or isinstance(value, (bool, int, str, bytes, complex)):
+        return (type(value), value)
+    if isinstance(value, _BY_TEXT):
+        return (type(value), str(value))
+    return (type(value), id(value))  # a function, a dtype, a module, a tensor: by identity
