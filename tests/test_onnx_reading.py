@@ -283,16 +283,7 @@ def test_a_one_ulp_change_in_float_data_is_found():
 
 
 def test_a_scalar_of_the_other_zero_sign_is_not_the_export():
-    class Scaled(nn.Module):
-        def __init__(self, k):
-            super().__init__()
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(0)
-                self.l = nn.Linear(4, 4)
-            self.k = k
-
-        def forward(self, x):
-            return self.l(x) * self.k
+    from tests.test_compare import Scaled  # l(x) * k, the same weights for every k
 
     zero, negative = ncet.convert(Scaled(0.0), (4,)), ncet.convert(Scaled(-0.0), (4,))
     report = ncet.check_onnx(zero, ncet.to_onnx(negative), samples_per_scale=2)
