@@ -597,13 +597,19 @@ def test_any_hook_leaves_the_check_not_certified(register, words, node):
         assert_same(before, snapshot(model))
     finally:
         handle.remove()
+    _assert_not_certified_at(report, ir, node, words)
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the hook removed
+
+
+def _assert_not_certified_at(report, ir, node, words):
+    """NOT CERTIFIED with no violation, unchecked exactly at `node` (at the outputs for None),
+    each flagged entry's note holding `words` and saying it may act off the samples."""
     assert not report.ok and report.first_violation is None, report.summary()
     assert report.summary().startswith("NOT CERTIFIED") and "exact within" not in report.summary()
     flagged = [node] if node is not None else list(ir.outputs)
     assert set(report.unchecked) == set(flagged)
     for name in flagged:
         assert words in report.entry(name).note and "off the samples" in report.entry(name).note
-    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the hook removed
 
 
 def _gate(y):
@@ -663,12 +669,7 @@ def test_any_override_of_torch_code_leaves_the_check_not_certified(build, overri
     report = ncet.check_exactness(model, ir, samples_per_scale=4)
     assert_same(before, snapshot(model))
     monkeypatch.undo()
-    assert not report.ok and report.first_violation is None, report.summary()
-    assert report.summary().startswith("NOT CERTIFIED") and "exact within" not in report.summary()
-    flagged = [node] if node is not None else list(ir.outputs)
-    assert set(report.unchecked) == set(flagged)
-    for name in flagged:
-        assert words in report.entry(name).note and "off the samples" in report.entry(name).note
+    _assert_not_certified_at(report, ir, node, words)
     if build is not _CallNet:
         assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the override gone
 
