@@ -628,7 +628,16 @@ def _instance_forward(model, monkeypatch):
                         raising=False)
 
 
+def _instance_call(name):
+    def override(model, monkeypatch):
+        linear = model.l1
+        monkeypatch.setattr(linear, name, lambda *a, **k: _gate(nn.Linear.forward(linear, *a)),
+                            raising=False)
+    return override
+
+
 _RELU, _LINEAR, _TENSOR_RELU = F.relu, F.linear, torch.Tensor.relu
+_C_LINEAR, _ISUB = torch._C._nn.linear, torch._C.TensorBase.__isub__
 
 # (id, the model's class, an override in place before convert, the note's words, where)
 OVERRIDE_CASES = [
@@ -648,6 +657,18 @@ OVERRIDE_CASES = [
      "torch.Tensor.relu patched", None),
     ("root-class-overrides-call", _CallNet, lambda m, mp: None,
      "the model itself has class _CallNet overriding nn.Module.__call__", None),
+    ("instance-call-impl-on-leaf", _HookNet, _instance_call("_call_impl"),
+     "module 'l1' has an instance attribute `_call_impl`", "l1"),
+    ("compiled-call-on-leaf", _HookNet, _instance_call("_compiled_call_impl"),
+     "module 'l1' has a compiled call", "l1"),
+    ("c-nn-linear-patched", _HookNet,  # what F.linear calls at call time
+     lambda m, mp: mp.setattr(torch._C._nn, "linear", lambda x, w, b=None: _gate(
+         _C_LINEAR(x, w, b))),
+     "torch._C._nn.linear patched", None),
+    ("tensor-dunder-shadowing-tensorbase", _HookNet,  # what `y -= c` calls
+     lambda m, mp: mp.setattr(torch.Tensor, "__isub__", lambda self, o: _ISUB(self, o),
+                              raising=False),
+     "torch.Tensor.__isub__ patched", None),
 ]
 
 
@@ -672,6 +693,31 @@ def test_any_override_of_torch_code_leaves_the_check_not_certified(build, overri
     _assert_not_certified_at(report, ir, node, words)
     if build is not _CallNet:
         assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the override gone
+
+
+@pytest.mark.parametrize("mode", ["function", "dispatch"])
+def test_an_active_torch_mode_leaves_the_check_not_certified(mode):
+    """A TorchFunctionMode or TorchDispatchMode active around the check runs its own code for
+    every op (here: torch's, unchanged): unknown off the samples, so NOT CERTIFIED."""
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Passing(TorchFunctionMode if mode == "function" else TorchDispatchMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    torch.manual_seed(0)
+    model = _HookNet().eval()
+    ir = ncet.convert(model, (4,))
+    with Passing():
+        report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    words = "a TorchFunctionMode is active" if mode == "function" else \
+        "a TorchDispatchMode is active"
+    _assert_not_certified_at(report, ir, None, words)
+    assert ncet.check_exactness(model, ir, samples_per_scale=4).ok  # the mode left
 
 
 def test_a_clean_model_has_no_override():
