@@ -1,4 +1,5 @@
-"""A fast path: `check_exactness(model, ir)` traces the model once and reuses convert's graph.
+"""A fast path: `check_exactness(model, ir)` traces the model once and reuses convert's graph
+when the two are identical node by node (else the check traces again, on its reference path).
 
 Each GraphIR `convert` builds in this process remembers (weakly) the model and the FX graph
 it came from. A check of that model object traces it again (torch.fx symbolic tracing and
