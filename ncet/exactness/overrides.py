@@ -1,16 +1,16 @@
 """Overrides on the checked model: torch code the model runs that is not torch's own.
 
 The GraphIR maps a leaf module (nn.Linear, nn.ReLU, ...) and a torch function or Tensor
-method by what torch's own code computes. A model whose module has an instance
-`forward` or call (`_call_impl`, `_wrapped_call_impl`, a compiled call), whose class
-overrides `__call__`, or that runs while a leaf class's methods, a torch.nn.functional,
-torch._C._nn or torch function, a Tensor method is patched, or a torch function or dispatch
-mode is active, computes something else when it is called, and what that code does off the samples is unknown (one
-that zeroes a value above 1e8 agrees on every generated sample). So each such override
-leaves the check NOT CERTIFIED, with a note naming the module and what is overridden, as a
-hook does (exactness/hooks.py). The comparison is with the objects torch had when NCET was
-imported (`SNAPSHOT`): a patch made before `import ncet` is not seen, nor a mode entered
-inside forward() and left before it returns. The model is only read.
+method by what torch's own code computes. A model whose module has an instance `forward` or
+call (`_call_impl`, `_wrapped_call_impl`, a compiled call), whose class overrides
+`__call__`, or that runs while a leaf class's methods, a torch.nn.functional, torch._C._nn
+or torch function, or a Tensor method is patched, or while a torch function or dispatch mode
+is active, computes something else when it is called, and what that code does off the
+samples is unknown (one that zeroes a value above 1e8 agrees on every generated sample). So
+each such override leaves the check NOT CERTIFIED, with a note naming the module and what
+is overridden, as a hook does (exactness/hooks.py). The comparison is with the objects torch
+had when NCET was imported (`SNAPSHOT`): a patch made before `import ncet` is not seen, nor
+a mode entered inside forward() and left before it returns. The model is only read.
 """
 
 from __future__ import annotations
