@@ -54,7 +54,8 @@ OPTIONAL_ATTRS: Mapping[str, Mapping[str, str]] = MappingProxyType({
 })
 """Per op_type, the attributes a node may leave out, with their kinds (absent when unused, so
 a GraphIR without them reads, hashes and saves as before). Output's `cut` (kind "cut": a
-non-empty list of [FX node name, why] pairs of strings): the model's operations a GraphIR
+list of [FX node name, why] pairs of strings, empty when the cut leaves nothing out but
+changes what the GraphIR returns): the model's operations a GraphIR
 cut short by `convert(stop_at=..., cut_trailing=...)` leaves out, with `cut_trailing` (always)
 and `stop_at` (when given), the arguments that made the cut; the three come together.
 `check_exactness` plans the cut again from those arguments on the model's trace and accepts

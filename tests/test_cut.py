@@ -186,6 +186,84 @@ def test_stop_at_a_node_in_the_middle(name):
     assert ex.ok and ex.outputs[0].name == "_1"
 
 
+class AndRelu(nn.Module):
+    """Returns a layer's output and its ReLU: stopping at the ReLU leaves nothing out."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(4, 3)
+
+    def forward(self, x):
+        a = self.fc(x)
+        return a, torch.relu(a)
+
+
+def test_stop_at_the_last_operation_declares_an_empty_cut(tmp_path):
+    torch.manual_seed(0)
+    model = AndRelu().eval()
+    ir = ncet.convert(model, (4,), stop_at="relu")
+    assert ir.outputs == ("relu",)
+    assert dict(ir.nodes[-1].attrs) == {"tuple": False, "cut": [], "stop_at": "relu",
+                                        "cut_trailing": False}
+    report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    assert report.ok, report
+    assert not report.traced_differs and report.outputs[0].name == "relu"
+    assert "output at a cut" in report.entry("relu").note
+    path = tmp_path / "stop.ncet"
+    ncet.save(ir, path)  # the empty cut with its arguments saves, loads and certifies
+    loaded = ncet.load(path)
+    assert loaded.nodes[-1].attrs == ir.nodes[-1].attrs
+    assert ncet.check_exactness(model, loaded, samples_per_scale=4).ok
+
+
+def test_an_empty_cut_is_still_planned_again_on_the_model():
+    """An empty cut declares the plan: dropping it returns what the model does not."""
+    torch.manual_seed(0)
+    model = AndRelu().eval()
+    ir = ncet.convert(model, (4,), stop_at="relu")
+    output = ir.nodes[-1]
+    bare = dataclasses.replace(ir, nodes=(*ir.nodes[:-1], dataclasses.replace(
+        output, attrs={"tuple": False})))
+    with pytest.raises(ValueError, match="it returns 1 value"):
+        ncet.check_exactness(model, bare, samples_per_scale=4)
+    moved = dataclasses.replace(ir, nodes=(*ir.nodes[:-1], dataclasses.replace(
+        output, attrs={**output.attrs, "stop_at": "fc"})))
+    with pytest.raises(ValueError, match="leaves out 'relu'"):
+        ncet.check_exactness(model, moved, samples_per_scale=4)
+
+
+def test_cut_trailing_with_nothing_trailing_converts_the_whole_model():
+    model = classifier()
+    ir = ncet.convert(model, (4,), cut_trailing=True)
+    assert dict(ir.nodes[-1].attrs) == {"tuple": False}  # no plan: the whole model's GraphIR
+    assert hash_graphir(ir) == hash_graphir(ncet.convert(model, (4,)))
+    report = ncet.check_exactness(model, ir, samples_per_scale=4)
+    assert report.ok and not report.cut
+
+
+class Nested(nn.Module):
+    def __init__(self, last: bool):
+        super().__init__()
+        self.fc, self.g, self.last = nn.Linear(4, 3), nn.Linear(4, 2), last
+
+    def forward(self, x):
+        y = self.fc(x)
+        return (torch.softmax(y, 1) if self.last else y), (self.g(x),)
+
+
+@pytest.mark.parametrize("last, kwargs", [
+    (False, {}), (False, {"cut_trailing": True}), (True, {"cut_trailing": True}),
+    (False, {"stop_at": "fc"}), (True, {"stop_at": "fc", "cut_trailing": True}),
+])
+def test_a_nested_output_is_rejected_with_or_without_a_cut(last, kwargs):
+    model = Nested(last).eval()
+    report = ncet.diagnose(model, (4,), **kwargs)
+    assert [(e.fx_name, e.code) for e in report.errors] == [("output", "output-structure")]
+    assert isinstance(report.errors[0].error, ncet.SupportBoundaryError)
+    with pytest.raises(ncet.SupportBoundaryError, match=r"output-structure"):
+        ncet.convert(model, (4,), **kwargs)
+
+
 def test_stop_at_a_function_node_and_a_module_path():
     model = Net(nn.Sigmoid()).eval()
     report = ncet.diagnose(model, (4,), stop_at="relu")
@@ -248,9 +326,11 @@ def test_convert_declares_the_cut_in_the_output_node():
     ir = ncet.convert(classifier(), (4,), stop_at="0")
     assert ir.nodes[-1].attrs["cut"] == [["_1", "after stop_at='0'"], ["_2", "after stop_at='0'"]]
     assert "cut" not in ncet.convert(classifier(), (4,)).nodes[-1].attrs  # the whole model
-    # a GraphIR without a cut hashes as before the attribute existed: the row holds no cut
-    whole = ncet.convert(classifier(), (4,), stop_at="2")  # stops at the last node: no cut
-    assert "cut" not in whole.nodes[-1].attrs
+    # stop_at= the last node leaves nothing out, and still declares the plan that made it
+    last = ncet.convert(classifier(), (4,), stop_at="2")
+    assert dict(last.nodes[-1].attrs) == {"tuple": False, "cut": [], "stop_at": "2",
+                                          "cut_trailing": False}
+    assert ncet.check_exactness(classifier(), last, samples_per_scale=4).ok
 
 
 def _without_cut(ir: GraphIR) -> GraphIR:

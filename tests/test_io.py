@@ -468,8 +468,8 @@ HOSTILE = [
     ("arity-too-few", edit(lambda h: node_of(h, "Add").update(inputs=["x"])), "Add takes 2"),
     ("output-without-inputs", edit(lambda h: node_of(h, "Output").update(inputs=[])),
      "Output takes one or more inputs, got 0"),
-    ("output-cut-empty", edit(lambda h: node_of(h, "Output")["attrs"].update(cut=[])),
-     "expected a non-empty list of [node name, why]"),
+    ("output-cut-not-a-list", edit(lambda h: node_of(h, "Output")["attrs"].update(cut="fc")),
+     "expected a list (empty when the cut leaves nothing out) of [node name, why]"),
     ("output-cut-not-pairs", edit(lambda h: node_of(h, "Output")["attrs"].update(cut=["fc"])),
      "kind 'cut'"),
     ("output-cut-name-twice", edit(lambda h: node_of(h, "Output")["attrs"].update(
@@ -818,6 +818,13 @@ MEANINGLESS = [
         stop_at="fc", cut_trailing=False)), "carries ['stop_at', 'cut_trailing'] of a cut"),
     ("output-cut-made-by-nothing", edit(lambda h: node_of(h, "Output")["attrs"].update(
         cut=[["fc", "a"]], cut_trailing=False)), "made by neither stop_at nor cut_trailing"),
+    ("output-cut-with-stop-at-without-cut-trailing", edit(
+        lambda h: node_of(h, "Output")["attrs"].update(cut=[["fc", "a"]], stop_at="fc")),
+     "carries ['cut', 'stop_at'] of a cut"),
+    ("output-empty-cut-alone", edit(lambda h: node_of(h, "Output")["attrs"].update(cut=[])),
+     "carries ['cut'] of a cut"),
+    ("output-empty-cut-made-by-nothing", edit(lambda h: node_of(h, "Output")["attrs"].update(
+        cut=[], cut_trailing=False)), "made by neither stop_at nor cut_trailing"),
 ]
 
 

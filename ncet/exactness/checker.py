@@ -61,18 +61,25 @@ class Checker(NodeChecks):
                              "a node for it, or its outputs need it")
         # the cut planned again from the arguments that made it: its nodes and outputs must
         # be the GraphIR's, and its reasons are the ones reported (the file's are not read)
-        self.cut_reasons = replanned_cut(ir, traced.graph, traced.call_modules())
-        returned = list(ir.outputs) if self.cut else None
+        planned = replanned_cut(ir, traced.graph, traced.call_modules())
+        # cut short: a plan is declared (its cut may leave nothing out, e.g. stop_at= the
+        # last operation of a model that returns more); its outputs are the plan's
+        self.cut_short = planned is not None
+        self.cut_reasons = planned or {}
+        returned = list(ir.outputs) if self.cut_short else None
         check_inputs_and_outputs(ir, traced.graph, returned)
         for name, fault in structural_faults(ir, traced.graph, returned).items():
             self.flag(name, fault)
         self.kept: dict[str, tuple] = {}  # the cut outputs' values, kept to the output node
-        for name in ir.outputs if self.cut else ():
+        for name in ir.outputs if self.cut_short else ():
             if name in self.stats:
                 self.stats[name].note(
-                    "output at a cut: the model goes on with " + ", ".join(sorted(self.cut))
-                    + ", which the GraphIR leaves out; compared with the model's own value "
-                    "here (its traced graph, whose outputs are the eager model's bit for bit)")
+                    "output at a cut: " + ("the model goes on with " + ", ".join(
+                        sorted(self.cut)) + ", which the GraphIR leaves out" if self.cut
+                        else "the cut leaves out no operation of the model, but the GraphIR "
+                        "returns this node's value alone")
+                    + "; compared with the model's own value here (its traced graph, whose "
+                    "outputs are the eager model's bit for bit)")
 
     # --- one chunk ------------------------------------------------------------------
     def run(self, chunk: list[torch.Tensor], start: int = 0,
@@ -96,7 +103,7 @@ class Checker(NodeChecks):
                     radius[node.name] = input_radius(x, self.arithmetic)  # §2.2
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, x, x)
-                    if self.cut and node.name in self.ir.outputs:  # a cut down to an input
+                    if self.cut_short and node.name in self.ir.outputs:  # cut to an input
                         self.kept[node.name] = (x, ref[node.name], radius[node.name])
                 elif node.op == "get_attr":
                     fx_env[node] = self.traced.attribute(str(node.target))
@@ -113,7 +120,7 @@ class Checker(NodeChecks):
                     if node.name in self.samplers:
                         self.samplers[node.name].take(start, count, fx_env[node],
                                                       ref.get(node.name))
-                    if self.cut and node.name in self.ir.outputs:
+                    if self.cut_short and node.name in self.ir.outputs:
                         self.kept[node.name] = (fx_env[node], ref.get(node.name),
                                                 radius.get(node.name))
                 for used in self.walker.released(node):  # walk() drops fx_env's own
@@ -149,7 +156,7 @@ class Checker(NodeChecks):
         finally:
             torch.set_grad_enabled(grad)  # forward() may switch it (torch.set_grad_enabled)
         eager = list(eager) if isinstance(eager, (tuple, list)) else [eager]
-        if self.cut:
+        if self.cut_short:
             self._check_cut_outputs(eager, fx_env, start, chunk[0].shape[0])
             return
         eager += [None] * (len(self.ir.outputs) - len(eager))  # fewer than the trace returns

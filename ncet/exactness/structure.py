@@ -58,10 +58,11 @@ def check_inputs_and_outputs(ir: GraphIR, graph: torch.fx.Graph,
 
 
 def replanned_cut(ir: GraphIR, graph: torch.fx.Graph,
-                  modules: Mapping[str, nn.Module]) -> dict[str, str]:
+                  modules: Mapping[str, nn.Module]) -> dict[str, str] | None:
     """The cut of a GraphIR cut short, planned again on the model's trace from the arguments
     its Output node stores (`stop_at`, `cut_trailing`): FX node name -> why, from the plan,
-    never from the file; empty for a GraphIR of the whole model.
+    never from the file (empty when the plan leaves nothing out); None for a GraphIR of the
+    whole model, one whose Output node declares no cut.
 
     The GraphIR must leave out exactly the nodes the plan leaves out and return exactly the
     nodes the plan returns, position for position (each of forward()'s results, or the node
@@ -74,8 +75,8 @@ def replanned_cut(ir: GraphIR, graph: torch.fx.Graph,
     """
     attrs = ir.nodes[-1].attrs
     declared = list(declared_cut(ir))
-    if not declared and "stop_at" not in attrs and "cut_trailing" not in attrs:
-        return {}
+    if "cut" not in attrs and "stop_at" not in attrs and "cut_trailing" not in attrs:
+        return None
     stop_at, trailing = attrs.get("stop_at"), attrs.get("cut_trailing")
     if not isinstance(trailing, bool) or not (stop_at is None or isinstance(stop_at, str)):
         raise ValueError("the GraphIR does not match the model: its Output node declares a "
@@ -98,7 +99,7 @@ def replanned_cut(ir: GraphIR, graph: torch.fx.Graph,
                          f"{', '.join(map(repr, list(planned)[:5])) or 'nothing'} of the "
                          "model's traced graph")
     if plan is None:
-        return {}
+        return None
     outputs = [n.name for n in plan.outputs]
     if list(ir.outputs) != outputs or attrs.get("tuple") is not plan.as_tuple:
         raise ValueError(f"the GraphIR does not match the model: it returns "

@@ -171,8 +171,8 @@ ATTRIBUTE_KINDS: dict[str, tuple[str, Callable[[Any], bool]]] = {
                   type(x) is list and len(x) == 3 and all(map(_is_int, x))) for x in v)),
     "const": ("a constant name", _is_str),
     "const?": ("a constant name or null", lambda v: v is None or _is_str(v)),
-    "cut": ("a non-empty list of [node name, why] lists of two non-empty strings, each name "
-            "once", lambda v: type(v) is list and bool(v) and all(
+    "cut": ("a list (empty when the cut leaves nothing out) of [node name, why] lists of two "
+            "non-empty strings, each name once", lambda v: type(v) is list and all(
                 type(x) is list and len(x) == 2 and all(_is_str(s) and s for s in x)
                 for x in v) and len({x[0] for x in v}) == len(v)),
 }

@@ -163,7 +163,7 @@ def _output(node: IRNode, shapes) -> str | None:
         return (f"it returns {len(node.inputs)} values with tuple false, which returns one; "
                 "set tuple to true to return them all")
     cut = [k for k in ("cut", "stop_at", "cut_trailing") if k in node.attrs]
-    if cut and "cut" not in cut or cut == ["cut"]:
+    if cut and ("cut" not in cut or "cut_trailing" not in cut):
         return (f"it carries {cut} of a cut: a cut is declared by cut (the nodes left out) "
                 "with cut_trailing (and stop_at, when given), the arguments that made it")
     if "cut" in cut and "stop_at" not in cut and node.attrs["cut_trailing"] is not True:

@@ -212,13 +212,15 @@ class _Walk:
     def _output(self, node: torch.fx.Node) -> Row:
         result = node.args[0]
         outputs = list(result) if isinstance(result, (tuple, list)) else [result]
+        # forward()'s own results must be flat under a cut too: the cut's outputs are
+        # flattened, and check_exactness compares forward()'s results one by one
+        bad = [o for o in outputs if not isinstance(o, torch.fx.Node)]
         if self.cut is not None:
             outputs = list(self.cut.outputs)
             result = tuple(outputs) if self.cut.as_tuple else outputs[0]
         records = {**self._kept, **self.records}
-        bad = [o for o in outputs if not (isinstance(o, torch.fx.Node)
-                                          and records[o].kind == "graph"
-                                          and records[o].is_tensor)]
+        bad += [o for o in outputs if isinstance(o, torch.fx.Node)
+                and not (records[o].kind == "graph" and records[o].is_tensor)]
         if bad:
             what = ", ".join(o.name if isinstance(o, torch.fx.Node) else repr(o) for o in bad)
             error = self._error(node, "output", Rejection(
@@ -227,7 +229,7 @@ class _Walk:
                 hint="return a tensor or a flat tuple of tensors computed from the inputs"))
             return self._row(node, "boundary", spelling="output", error=error)
         attrs = {"tuple": isinstance(result, (tuple, list))}
-        if self.cut is not None and self.cut.nodes:  # declared, for check_exactness
+        if self.cut is not None:  # declared, even when it leaves nothing out, for check_exactness
             attrs["cut"] = [[name, why] for name, why in self.cut.nodes.items()]
             # what made it: check_exactness plans the cut again from these on its trace
             if self.cut.stop_at is not None:
