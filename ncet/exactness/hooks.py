@@ -17,8 +17,8 @@ from collections.abc import Iterator
 
 from torch.nn.modules import module as module_globals
 
-from ..frontend.trace import Traced, submodule
-from .overrides import model_overrides
+from ..frontend.trace import Traced
+from .overrides import called_modules, model_overrides
 
 HOOK_KINDS = (("_forward_pre_hooks", "forward pre-hook"), ("_forward_hooks", "forward hook"))
 """nn.Module's dicts of forward hooks and what a note calls them (keyword hooks are in the
@@ -50,16 +50,9 @@ def model_hooks(traced: Traced) -> Iterator[tuple[str | None, str]]:
     for attribute, kind in GLOBAL_HOOK_KINDS:
         for hook in getattr(module_globals, attribute, {}).values():
             yield None, f"a {kind}, {hook_text(hook)}"
-    for path in ("", *sorted(traced.called)):
-        try:
-            module = submodule(traced.root, path) if path else traced.root
-        except AttributeError:
-            continue
+    for path, module, where in called_modules(traced):
         for attribute, kind in HOOK_KINDS:
-            hooks = getattr(module, attribute, None)
-            for hook in (hooks or {}).values():
-                user = traced.user_path(path)
-                where = f"module {user!r}" if user else "the model itself"
+            for hook in (getattr(module, attribute, None) or {}).values():
                 yield path, f"a {kind} on {where}, {hook_text(hook)}"
 
 

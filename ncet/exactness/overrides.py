@@ -161,12 +161,18 @@ def model_overrides(traced: Traced) -> Iterator[tuple[str | None, str]]:
         yield None, f"{shown} patched (not the object torch had when NCET was imported)"
     for text in modes():
         yield None, f"{text} (its code runs in place of torch's)"
+    for path, module, where in called_modules(traced):
+        for text in module_overrides(module):
+            yield path, f"{where} has {text}"
+
+
+def called_modules(traced: Traced) -> Iterator[tuple[str, nn.Module, str]]:
+    """(path in the traced root, the module, how a note names it) for the root and each
+    module its trace called, in path order."""
     for path in ("", *sorted(traced.called)):
         try:
             module = submodule(traced.root, path) if path else traced.root
         except AttributeError:
             continue
         user = traced.user_path(path)
-        where = f"module {user!r}" if user else "the model itself"
-        for text in module_overrides(module):
-            yield path, f"{where} has {text}"
+        yield path, module, f"module {user!r}" if user else "the model itself"
