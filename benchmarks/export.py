@@ -126,7 +126,7 @@ def exporters(model, shape, repeats: int) -> dict:
 def _graphir_hash():
     """The GraphIR hash to_onnx stamps into metadata_props (`hash_graphir`, the constants' bytes
     read as to_onnx reads them), if it is still there."""
-    from ncet.export import model
+    from ncet.onnx import model
 
     return getattr(model, "graphir_sha256", None)
 
@@ -235,7 +235,7 @@ def minimal_check_onnx(model, ir: ncet.GraphIR, exported, x: torch.Tensor):
     value exposed, one forward, and the certificate's arithmetic on those values as
     straight-line code (eager_floor.minimal_check; tests/test_benchmarks.py holds its ratios
     equal to check_onnx's report). Above 3 x the floor, no check_onnx meets the target."""
-    from ncet.export.runtime import onnxruntime_runner
+    from ncet.onnx.runtime import onnxruntime_runner
 
     steps = eager_floor.prepare(model, ir)
 

@@ -50,7 +50,7 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
         path: If given, the model is also written there (atomically).
         profile: "canonical" (the natural ONNX spelling of each op_type), or "verifier"
             (the shape verification tools read: Flatten then Gemm(transB=1), batch 1, only
-            the ops of `ncet.export.VERIFIER_OPS`).
+            the ops of `ncet.onnx.VERIFIER_OPS`).
         batch: None for a symbolic batch axis "N" (canonical; 1 for verifier), or a fixed
             positive batch size (verifier: only 1).
         opset: The ONNX opset of the default domain (18 or later); None for the profile's
@@ -61,7 +61,7 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
         The onnx.ModelProto.
 
     Raises:
-        ncet.export.ExportError: A node the profile cannot express exactly (the message names
+        ncet.onnx.ExportError: A node the profile cannot express exactly (the message names
             the node and the reason).
         ValueError: An unknown profile, a batch that is not a positive int, or an opset out
             of range.
@@ -71,7 +71,7 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
     Example:
         >>> model = ncet.to_onnx(ncet.convert(net, (3, 32, 32)), "net.onnx")
     """
-    from .export import to_onnx as export
+    from .onnx import to_onnx as export
 
     options = {} if opset is None else {"opset": opset}
     return export(ir, path, profile=profile, batch=batch, **options)
@@ -113,7 +113,7 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
         ValueError: The file's inputs or outputs are not the GraphIR's, the inputs do not
             match the IR or do not split into the file's fixed batch, `threads` is negative,
             or a GraphIR without operator nodes is given a file that is not its export.
-        ncet.export.onnx_file.ONNXFileError: (a ValueError) The file does not parse, its
+        ncet.onnx.onnx_file.ONNXFileError: (a ValueError) The file does not parse, its
             external data cannot be read, it defines a name twice (two initializers, a
             graph input over an initializer, ...), or onnxruntime cannot load it as given
             (`onnx-unloadable`) or run it (`onnx-run-failed`): `.code`, `.name`, `.entries`.
@@ -125,7 +125,7 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
         >>> report = ncet.check_onnx(ir, ncet.to_onnx(ir, "net.onnx"))
         >>> report.ok, report.first_violation
     """
-    from .export.runtime import check_onnx as check
+    from .onnx.runtime import check_onnx as check
 
     return check(ir, onnx_model, *inputs, samples_per_scale=samples_per_scale, seed=seed,
                  local=local, end_to_end=end_to_end, threads=threads, progress=progress,
@@ -139,7 +139,7 @@ def lint_onnx(model_or_path, tool):
 
     Args:
         model_or_path: An onnx.ModelProto, a path, or the file's bytes.
-        tool: One of `ncet.export.lint.LINT_TOOLS` ("abcrown", "marabou", "nnv", "eran").
+        tool: One of `ncet.onnx.lint.LINT_TOOLS` ("abcrown", "marabou", "nnv", "eran").
 
     Returns:
         A LintReport (`.ok`, `.findings`, `str()`, `.to_dict()`, `.to_pandas()`).
@@ -151,7 +151,7 @@ def lint_onnx(model_or_path, tool):
     Example:
         >>> print(ncet.lint_onnx("net.onnx", tool="eran"))
     """
-    from .export.lint import lint_onnx as lint
+    from .onnx.lint import lint_onnx as lint
 
     return lint(model_or_path, tool)
 

@@ -162,7 +162,7 @@ def test_minimal_check_on_onnxruntimes_values_computes_what_check_onnx_reports(
     # export.py's least check_onnx is a bound only if it does check_onnx's arithmetic
     pytest.importorskip("onnxruntime")
     from benchmarks import export
-    from ncet.export.runtime import onnxruntime_runner
+    from ncet.onnx.runtime import onnxruntime_runner
 
     model, shape = scale.build("mlp", nodes, mlp_width=width)
     ir = ncet.convert(model, shape)

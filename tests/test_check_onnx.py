@@ -119,7 +119,7 @@ def test_the_numbers_alone_find_each_seeded_fault_too(fault, what):
     """Without the file read against the export, onnxruntime's values alone, held to the
     bound, still find each fault at its node."""
     from ncet.exactness.runtime_check import check_runtime
-    from ncet.export.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
+    from ncet.onnx.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
 
     _, ir = _branches()
     exported = ncet.to_onnx(ir)
@@ -206,7 +206,7 @@ def test_the_file_is_not_changed_by_the_check():
 
 
 def test_onnxruntimes_arithmetic_is_probed_on_its_threads():
-    from ncet.export.runtime import probe_onnxruntime, read_onnxruntime_arithmetic
+    from ncet.onnx.runtime import probe_onnxruntime, read_onnxruntime_arithmetic
 
     assert probe_onnxruntime() == [], "this machine's onnxruntime keeps IEEE arithmetic"
     model = read_onnxruntime_arithmetic(threads=2)
@@ -215,7 +215,7 @@ def test_onnxruntimes_arithmetic_is_probed_on_its_threads():
 
 
 def test_the_probes_run_once_per_process_and_floating_point_environment(monkeypatch):
-    from ncet.export import runtime
+    from ncet.onnx import runtime
 
     calls = []
     monkeypatch.setattr(runtime, "_PROBED", {})
@@ -344,7 +344,7 @@ def test_samples_split_into_chunks_give_the_one_chunk_report(monkeypatch, fault)
     chunks within one sample of each other, and reaches the verdict, the nodes checked and
     violated and the first violation of the check in one chunk."""
     from ncet.exactness import runtime_check
-    from ncet.export.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
+    from ncet.onnx.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
 
     _, ir = _branches()
     exported = ncet.to_onnx(ir)
@@ -380,7 +380,7 @@ def test_samples_split_into_chunks_give_the_one_chunk_report(monkeypatch, fault)
 
 def test_no_node_holds_more_than_its_budget_in_a_chunk(monkeypatch):
     from ncet.exactness import runtime_check
-    from ncet.export.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
+    from ncet.onnx.runtime import onnxruntime_runner, read_onnxruntime_arithmetic
 
     _, ir = _branches()
     runner, seen = onnxruntime_runner(ir, ncet.to_onnx(ir)), []
@@ -452,7 +452,7 @@ def test_a_value_info_entry_that_is_not_the_exports_is_a_fault_at_its_node():
 def test_a_file_onnxruntime_cannot_load_as_given_is_refused():
     # a graph output declared for every IR node overrides the value_info in the check's
     # copy: the file itself must load
-    from ncet.export.onnx_file import ONNXFileError
+    from ncet.onnx.onnx_file import ONNXFileError
 
     ir = _small()
     exported = ncet.to_onnx(ir)
@@ -469,7 +469,7 @@ class ReluReshape(nn.Module):
 
 
 def test_a_file_onnxruntime_cannot_run_is_refused_at_its_node():
-    from ncet.export.onnx_file import ONNXFileError
+    from ncet.onnx.onnx_file import ONNXFileError
 
     ir = ncet.convert(ReluReshape(), (2, 4))
     exported = ncet.to_onnx(ir)

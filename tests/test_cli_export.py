@@ -17,7 +17,7 @@ import pytest
 import ncet
 from ncet.cli.parser import LINT_TOOL_NAMES, build_parser
 from ncet.examples import load_example
-from ncet.export import DEFAULT_OPSET, PROFILES
+from ncet.onnx import DEFAULT_OPSET, PROFILES
 from ncet.render.export_section import ExportFacts
 from ncet.render.html import render_report, verdict
 from tests.test_cli import call  # the command run in this process
@@ -111,7 +111,7 @@ def test_the_commands_help_lists_export_and_its_exit_status(capsys):
 
 
 def test_the_help_names_the_linters_tools():
-    from ncet.export.lint import LINT_TOOLS
+    from ncet.onnx.lint import LINT_TOOLS
 
     assert LINT_TOOL_NAMES == tuple(LINT_TOOLS)
 
@@ -285,7 +285,7 @@ def test_lint_eran_finds_the_batchnorm_and_fails_but_writes(models, capsys):
 
 
 def test_lint_json_is_the_linters_report_and_a_clean_file_passes(models, capsys):
-    from ncet.export.lint import lint_onnx
+    from ncet.onnx.lint import lint_onnx
 
     path = models / "plain.onnx"
     status, out, _ = call(capsys, "export", "export_models.py:plain", "--input-shape", "4",

@@ -113,7 +113,7 @@ def test_the_stream_escapes_unicode_line_separators_too():
 
 def test_the_lint_listing_prints_a_node_name_on_one_line():
     onnx = pytest.importorskip("onnx")
-    from ncet.export.lint import lint_onnx
+    from ncet.onnx.lint import lint_onnx
 
     model = ncet.to_onnx(_ir())
     model.graph.node.append(onnx.helper.make_node("Max", [model.graph.node[0].output[0]] * 2,

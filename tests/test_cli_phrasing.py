@@ -1,6 +1,6 @@
 """The command line names its flags where a hint names a Python call or argument.
 
-Two tables: every hint and reason text in ncet/frontend and ncet/export (read from the
+Two tables: every hint and reason text in ncet/frontend and ncet/onnx (read from the
 source, so a new hint is covered the day it is written) that names a call or argument of
 the API is phrased by `ncet.cli.phrasing` without it, naming the command's flag instead;
 and models that raise those hints, run through `ncet`, print the flag (and the Python API
@@ -66,7 +66,7 @@ def _strings(tree: ast.AST) -> list[str]:
 
 def user_texts() -> list[tuple[str, str]]:
     """(file:line, text) of every string in an error call's arguments, or assigned to a name
-    with "hint" in it, in ncet/frontend and ncet/export."""
+    with "hint" in it, in ncet/frontend and ncet/onnx."""
     found = []
     for folder in ("frontend", "export"):
         for path in sorted((PACKAGE / folder).rglob("*.py")):

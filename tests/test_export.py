@@ -25,7 +25,7 @@ from tests.zoo_models import CONVERTS, ZOO
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
 
-from ncet.export import PROFILES, ExportError  # noqa: E402
+from ncet.onnx import PROFILES, ExportError  # noqa: E402
 
 # Every graph here is a handful of nodes with fan-in below 1,000 and values of order 1, so
 # PyTorch's and onnxruntime's float32 results differ by a few roundings per dot product
@@ -165,7 +165,7 @@ def test_zoo_models_converted_with_rewrites_export_too(entry):
 
 
 def test_every_operator_op_type_has_a_row():
-    from ncet.export.patterns import PATTERNS
+    from ncet.onnx.patterns import PATTERNS
 
     covered = set().union(*(row[3] for row in OP_ROWS))
     assert covered == set(PATTERNS) == set(ncet.ir.OP_SCHEMAS) - {"Input", "Output"}

@@ -23,8 +23,8 @@ onnx = pytest.importorskip("onnx")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from ncet.export import ExportError  # noqa: E402
 from ncet.format.file import file_sha256  # noqa: E402
+from ncet.onnx import ExportError  # noqa: E402
 
 
 def _family(name: str, nodes: int):

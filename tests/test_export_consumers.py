@@ -51,7 +51,7 @@ for _importer in ("onnx2pytorch", "onnx2torch"):
                     allow_module_level=True)
 
 from ncet.exactness.runtime_check import check_runtime  # noqa: E402
-from ncet.export import PROFILES  # noqa: E402
+from ncet.onnx import PROFILES  # noqa: E402
 
 STUB = Path(__file__).parent / "torchvision_stub"
 SAMPLES_PER_SCALE = 8  # 24 samples: 3 scales, each with its positive, negative, half-zero one
@@ -262,7 +262,7 @@ def _arithmetic(consumer: str):
     if consumer != "onnxruntime":
         return None
     try:
-        from ncet.export.runtime import read_onnxruntime_arithmetic
+        from ncet.onnx.runtime import read_onnxruntime_arithmetic
     except ImportError:
         return None
     return read_onnxruntime_arithmetic(1)
@@ -340,7 +340,7 @@ def test_onnx2torch_has_no_converter_for_these_ops_from_these_opsets(importers):
     # adds converters, this fails and the table (and the opset fallback) can shrink
     from onnx2torch.node_converters.registry import get_converter
 
-    from ncet.export.model import DEFAULT_OPSET, MIN_OPSET
+    from ncet.onnx.model import DEFAULT_OPSET, MIN_OPSET
 
     written = set().union(*(_onnx_ops(p) for p in PROFILES))
     assert set(ONNX2TORCH_GAPS) <= written
@@ -362,7 +362,7 @@ def _onnx_ops(profile: str) -> set[str]:
     for _, build, shapes, _ in OP_ROWS:
         try:
             model = ncet.to_onnx(ncet.convert(_seeded(build), *shapes), profile=profile)
-        except ncet.export.ExportError:  # a row the profile refuses (the verifier's set)
+        except ncet.onnx.ExportError:  # a row the profile refuses (the verifier's set)
             continue
         ops |= {n.op_type for n in model.graph.node}
     return ops

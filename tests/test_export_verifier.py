@@ -23,10 +23,10 @@ from tests.zoo_models import CONVERTS, ZOO
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 
-from ncet.export import PROFILES, VERIFIER_OPS, ExportError, Profile  # noqa: E402
-from ncet.export import model as export_model  # noqa: E402
-from ncet.export.patterns import PATTERNS  # noqa: E402
-from ncet.export.verifier_patterns import VERIFIER_PATTERNS  # noqa: E402
+from ncet.onnx import PROFILES, VERIFIER_OPS, ExportError, Profile  # noqa: E402
+from ncet.onnx import model as export_model  # noqa: E402
+from ncet.onnx.patterns import PATTERNS  # noqa: E402
+from ncet.onnx.verifier_patterns import VERIFIER_PATTERNS  # noqa: E402
 
 NEVER = {"Squeeze", "Unsqueeze", "MatMul", "Shape", "Gather"}
 """ONNX ops the verifier profile must never write (also outside VERIFIER_OPS)."""
@@ -141,7 +141,7 @@ def test_the_verifier_profile_writes_opset_18_unless_asked():
         exported = ncet.to_onnx(ir, profile="verifier", opset=opset)
         assert [(o.domain, o.version) for o in exported.opset_import] == [("", expected)]
     assert ncet.to_onnx(ir).opset_import[0].version == 21
-    assert ncet.export.to_onnx(ir, profile="verifier").SerializeToString() == \
+    assert ncet.onnx.to_onnx(ir, profile="verifier").SerializeToString() == \
         ncet.to_onnx(ir, profile="verifier", opset=18).SerializeToString()
 
 

@@ -25,7 +25,7 @@ from tests.test_io import UNSAVEABLE, all_ops_ir, bits, linear_ir, with_node
 
 onnx = pytest.importorskip("onnx")
 
-from ncet.export import ExportError  # noqa: E402
+from ncet.onnx import ExportError  # noqa: E402
 
 
 def documented_stream(ir: GraphIR) -> bytes:

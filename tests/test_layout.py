@@ -21,7 +21,7 @@ PUBLIC_API = {
     "check_onnx", "lint_onnx", "compare", "Comparison",
 }
 
-SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.export")
+SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx")
 
 
 def test_the_public_api_is_designs():

@@ -1,4 +1,4 @@
-"""lint_onnx and the per-tool rule table (ncet/export/tools.py, docs/export.md): one row
+"""lint_onnx and the per-tool rule table (ncet/onnx/tools.py, docs/export.md): one row
 per rule, the smallest ONNX graph that triggers it and the same op in a form the tool accepts;
 then NCET's own exports, file inputs and hostile files."""
 
@@ -21,9 +21,9 @@ onnx = pytest.importorskip("onnx")
 
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from ncet.export.lint import LINT_TOOLS, LintReport, ONNXFileError, lint_onnx  # noqa: E402
-from ncet.export.onnx_file import READING_REASONS  # noqa: E402
-from ncet.export.tools import RULES, TOOLS  # noqa: E402
+from ncet.onnx.lint import LINT_TOOLS, LintReport, ONNXFileError, lint_onnx  # noqa: E402
+from ncet.onnx.onnx_file import READING_REASONS  # noqa: E402
+from ncet.onnx.tools import RULES, TOOLS  # noqa: E402
 
 F = TensorProto.FLOAT
 
@@ -428,7 +428,7 @@ def test_lint_module_imports_only_onnx_and_stdlib():
     import subprocess
     import sys
 
-    code = ("import sys, ncet.export.lint; "
+    code = ("import sys, ncet.onnx.lint; "
             "print(sorted(m for m in ('pandas', 'onnxruntime') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()

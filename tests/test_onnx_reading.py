@@ -1,4 +1,4 @@
-"""How NCET reads an ONNX file (ncet/export/onnx_file.py), for check_onnx and lint_onnx alike:
+"""How NCET reads an ONNX file (ncet/onnx/onnx_file.py), for check_onnx and lint_onnx alike:
 a name defined twice is refused with a stable reason code, since onnxruntime computes with
 one definition and a reader may take another; and a tensor is compared by its meaning
 (dtype, dims, decoded bytes), whether its values are raw_data, typed fields or external."""
@@ -17,8 +17,8 @@ pytest.importorskip("onnxruntime")
 import numpy as np  # noqa: E402
 from onnx import TensorProto, helper, numpy_helper  # noqa: E402
 
-from ncet.export.onnx_file import READING_REASONS, ONNXFileError  # noqa: E402
-from ncet.export.tool_graph import GraphContext  # noqa: E402
+from ncet.onnx.onnx_file import READING_REASONS, ONNXFileError  # noqa: E402
+from ncet.onnx.tool_graph import GraphContext  # noqa: E402
 
 
 def _model():

@@ -44,7 +44,7 @@ def check_export_options(args: argparse.Namespace) -> None:
             --check cannot split its samples into --batch's batches (`fitting_samples`).
     """
     try:
-        from ..export import PROFILES
+        from ..onnx import PROFILES
     except ImportError as error:
         raise ExportOptionError("exporting to ONNX needs onnx, which is not installed: "
                                 "pip install 'ncet[onnx]'") from error
@@ -65,15 +65,15 @@ def check_export_options(args: argparse.Namespace) -> None:
 
 
 def lint_tools() -> tuple[str, ...]:
-    """The tool ids `--lint` takes (`ncet.export.lint.LINT_TOOLS`)."""
-    from ..export.lint import LINT_TOOLS
+    """The tool ids `--lint` takes (`ncet.onnx.lint.LINT_TOOLS`)."""
+    from ..onnx.lint import LINT_TOOLS
 
     return tuple(LINT_TOOLS)
 
 
 def _opset(args: argparse.Namespace, profile: str) -> int:
     """--opset, or the profile's default (canonical 21, verifier 18)."""
-    from ..export import DEFAULT_OPSET, PROFILES
+    from ..onnx import DEFAULT_OPSET, PROFILES
 
     if args.opset is not None:
         return args.opset
@@ -92,13 +92,13 @@ def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
     check the model when asked.
 
     Returns:
-        The facts; a refusal (`ncet.export.ExportError`) is their `error`, nothing written.
+        The facts; a refusal (`ncet.onnx.ExportError`) is their `error`, nothing written.
 
     Raises:
         ExportOptionError: to_onnx refuses the arguments (a batch or opset the profile does
             not take), or `path` cannot be written.
     """
-    from ..export import ExportError
+    from ..onnx import ExportError
 
     profile = args.profile or DEFAULT_PROFILE
     opset = _opset(args, profile)
@@ -125,7 +125,7 @@ def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
 
 
 def _lint(model, tool: str):
-    from ..export.lint import lint_onnx
+    from ..onnx.lint import lint_onnx
 
     return lint_onnx(model, tool)
 

@@ -231,7 +231,7 @@ def _export_options() -> argparse.ArgumentParser:
 
 
 LINT_TOOL_NAMES = ("abcrown", "marabou", "eran", "nnv")
-"""The --lint tool ids, as `ncet.export.lint.LINT_TOOLS` has them (named here so that --help
+"""The --lint tool ids, as `ncet.onnx.lint.LINT_TOOLS` has them (named here so that --help
 does not import onnx; tests/test_cli_export.py holds the two equal)."""
 
 

@@ -7,7 +7,7 @@ an argument the command has a flag for, the command shows the flag instead (`--e
 canonical`): `cli_phrased` rewrites one text by `CLI_PHRASES`, `cli_report` every reason,
 hint and cut node's message of a ConversionReport, and this module's `diagnose` is
 `ncet.diagnose` with its report phrased so. tests/test_cli_phrasing.py holds every hint of
-ncet/frontend and ncet/export that names an API call or argument to a phrasing here.
+ncet/frontend and ncet/onnx that names an API call or argument to a phrasing here.
 """
 
 from __future__ import annotations

@@ -67,7 +67,7 @@ def add_attribute(node: onnx.NodeProto, key: str, value) -> None:
 
 class GraphBuilder:
     """Writes the ONNX nodes, initializers and value infos of one export into `graph`, as
-    encoded fields (`ncet.export.wire`) parsed into it a batch at a time.
+    encoded fields (`ncet.onnx.wire`) parsed into it a batch at a time.
 
     Every value name is unique across graph inputs, initializers and node outputs; a GraphIR
     whose names collide is refused rather than renamed, so names stay the IR's. With `ops`

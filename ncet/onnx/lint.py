@@ -105,7 +105,7 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
     Raises:
         ValueError: `tool` is unknown.
         ONNXFileError: The model is not a valid ONNX model, or is ambiguous (a ValueError
-            too; `.code` is one of `ncet.export.onnx_file.READING_REASONS`: onnx-unparsable,
+            too; `.code` is one of `ncet.onnx.onnx_file.READING_REASONS`: onnx-unparsable,
             onnx-empty, onnx-invalid, onnx-external-data, onnx-duplicate-*,
             onnx-malformed-node).
         TypeError: `model_or_path` is none of the accepted kinds.
