@@ -1,0 +1,88 @@
+"""check_onnx for an imported GraphIR: onnxruntime runs the *original* file, and every IR
+node is held to its certified bound at the ONNX value it is named after (docs/onnx-import.md,
+"The certificate"). Before any number, the file is imported again (`from_onnx` is
+deterministic): an IR node that differs from the file's import, a constant whose bits
+differ, or a node the file computes that the GraphIR lacks is a violation there."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import onnx
+import torch
+
+from ..ir import GraphIR
+from .importer import import_model
+
+
+def is_import(ir: GraphIR) -> bool:
+    """Whether `ir` came from `from_onnx` (its nodes' provenance is an ONNX file's)."""
+    return ir.nodes[-1].source.fx_op == "onnx"
+
+
+def _same_constant(a: torch.Tensor, b: torch.Tensor) -> bool:
+    return a.dtype == b.dtype and a.shape == b.shape and \
+        a.contiguous().view(torch.uint8).equal(b.contiguous().view(torch.uint8)) \
+        if a.numel() else (a.dtype == b.dtype and a.shape == b.shape)
+
+
+def import_faults(ir: GraphIR, model: onnx.ModelProto) -> tuple[dict[str, str], str]:
+    """IR node name -> how the GraphIR departs from the file's import, and the file's batch
+    mode ("symbolic", "fixed" or "none").
+
+    Raises:
+        ValueError: The file does not import (its first problem named), or its inputs are
+            not the GraphIR's.
+    """
+    report, _, mode = import_model(model, strict=False)
+    if report.graph is None:
+        first = report.errors[0] if report.errors else None
+        raise ValueError("the file does not import to GraphIR, so it cannot be the file "
+                         f"this GraphIR was imported from: {first}")
+    mine, theirs = ir, report.graph
+    if [n.name for n in mine.inputs] != [n.name for n in theirs.inputs]:
+        raise ValueError(f"the file's inputs {[n.name for n in theirs.inputs]} are not the "
+                         f"GraphIR's {[n.name for n in mine.inputs]}: was it imported from "
+                         "this file?")
+    faults: dict[str, str] = {}
+    operators = [n for n in mine.nodes if n.op_type not in ("Input", "Output")]
+    for node in mine.nodes[:-1]:
+        try:
+            other = theirs.node(node.name)
+        except KeyError:
+            faults[node.name] = "the file has no value of this name"
+            continue
+        if other != node:
+            faults[node.name] = f"the file imports as {other!r}, the GraphIR has {node!r}"
+            continue
+        for key in ("weight", "bias", "mean", "var", "constant"):
+            name = node.attrs.get(key)
+            if name and not _same_constant(mine.constants[name], theirs.constants[name]):
+                faults[node.name] = f"constant {name!r} differs from the file's value"
+    extra = [n.name for n in theirs.nodes[:-1] if n.name not in {m.name for m in mine.nodes}]
+    if mine.outputs != theirs.outputs or extra:
+        why = f"the file returns {list(theirs.outputs)}" if mine.outputs != theirs.outputs \
+            else f"the file computes {extra[:3]} that the GraphIR lacks"
+        for name in mine.outputs:
+            faults.setdefault(name if name in {n.name for n in operators} else
+                              (operators[-1].name if operators else name), why)
+    return faults, mode
+
+
+def one_sample_at_a_time(run: Callable, mode: str) -> Callable:
+    """A file without a batch axis takes one sample as it stands: the runner is given a
+    batch of one, fed without its batch axis, and its values are given one back."""
+    if mode != "none":
+        return run
+
+    def unbatched(inputs: list[torch.Tensor]):
+        values, outputs = run([x[0] for x in inputs])
+        return ({k: v.unsqueeze(0) for k, v in values.items()},
+                [v.unsqueeze(0) for v in outputs])
+    return unbatched
+
+
+def batch_of(mode: str) -> int | None:
+    """The chunk size the file takes: any (symbolic), or one sample at a time."""
+    return None if mode == "symbolic" else 1
+
