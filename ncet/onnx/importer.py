@@ -27,6 +27,14 @@ DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"}
 
 TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
+_ELEMENTWISE = frozenset({
+    "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Sign", "Cos", "Sin", "Exp", "Log", "Abs",
+    "Sqrt", "Erf", "Clip", "Softplus", "HardSigmoid", "Elu", "Selu", "Gelu", "Floor",
+    "Ceil", "Round", "Reciprocal", "Mul", "Div", "Add", "Sub", "Pow", "Max", "Min", "Where",
+    "Relu", "LeakyRelu", "Identity", "Dropout", "Neg"})
+"""Op types whose output has the broadcast shape of their inputs (for a diagnosis's stand-in
+shapes only)."""
+
 BATCH_MODES = {
     "symbolic": "the graph inputs' first axis is symbolic ({dims}): it is the batch axis; "
                 "GraphIR's shapes are per sample, without it",
@@ -75,6 +83,8 @@ class Importer:
         self.pads: dict[str, tuple[Tensor, list[int], int]] = {}  # a Pad's value -> folded
         self.batch = "symbolic"
         self.offset = 1
+        self.ghosts: set[str] = set()
+        self._shapes: dict[str, Tensor] | None = None
 
     # -- provenance --------------------------------------------------------------------------
 
@@ -187,43 +197,115 @@ class Importer:
         read_inputs(self)
 
     def _node(self, index: int, node) -> Row:
-        from .import_rules import IMPORT_RULES
-
         if index in self.absorbed:
-            op_type, by = self.absorbed[index]
-            return self._row(index, op_type, "mapped", None,
-                             f"computed in node {self.node_name(by)!r}'s {op_type}")
-        if any(name in self.failed for name in node.input):
-            self.failed.update(node.output)
-            return self._row(index, None, "skipped", None,
-                             "not imported: an input comes from a node that was not")
+            op_type, _ = self.absorbed[index]
+            return self._row(index, op_type, "mapped", None, "")
+        upstream = [name for name in node.input if name in self.failed]
+        if upstream and not all(name in self.ghosts for name in upstream):
+            self._fail(node)
+            return self._row(index, None, "skipped", None, "")
         try:
-            if node.domain not in ("", "ai.onnx"):
-                raise ImportRejection("onnx-domain", f"op {node.op_type} of domain "
-                                      f"{node.domain!r}", "only ONNX's own ops are imported")
-            made = self._fixed(node) if self._all_fixed(node) else None
-            if made is None:
-                rule = IMPORT_RULES.get(node.op_type)
-                if rule is None:
-                    raise ImportRejection(
-                        "onnx-unsupported-op", f"{node.op_type} is not piecewise linear, or "
-                        "has no canonical operator", "cut the network before it, or replace "
-                        "it in the model before export")
-                made = rule(self, index, node)
-            return self._row(index, made, "lifted" if made == "" else "mapped", None, "")
+            made = self._map(index, node)
         except ImportRejection as rejection:
-            self.failed.update(node.output)
+            self._fail(node)
             error = self._error(index, rejection)
             if self.strict:
                 raise error from None
             return self._row(index, None, IMPORT_STATUS[rejection.code], rejection.code,
                              str(error), rejection.hint, error)
+        if upstream:  # judged on the shapes its failed inputs would have had: not imported
+            made_tensors = [n for n in node.output if isinstance(self.values.get(n), Tensor)]
+            self.failed.update(made_tensors)
+            self.ghosts.update(made_tensors)
+            if made_tensors:
+                return self._row(index, None, "skipped", None, "")
+        return self._row(index, made, "lifted" if made == "" else "mapped", None, "")
+
+    def _map(self, index: int, node) -> str:
+        """Map one node: "" when folded into a fixed value, else the op_type its row shows."""
+        from .import_rules import IMPORT_RULES
+
+        if node.domain not in ("", "ai.onnx"):
+            raise ImportRejection("onnx-domain", f"op {node.op_type} of domain "
+                                  f"{node.domain!r}", "only ONNX's own ops are imported")
+        made = self._fixed(node) if self._all_fixed(node) else None
+        if made is not None:
+            return made
+        rule = IMPORT_RULES.get(node.op_type)
+        if rule is None:
+            raise ImportRejection("onnx-unsupported-op", f"{node.op_type} is not piecewise "
+                                  "linear, or has no canonical operator", "cut the network "
+                                  "before it, or replace it in the model before export")
+        return rule(self, index, node)
+
+    def _fail(self, node) -> None:
+        """The node's outputs are not imported; in a diagnosis each keeps, where ONNX's shape
+        inference knows it, a stand-in of its shape, so the nodes after it are still judged
+        (and every node outside the boundary named at once)."""
+        self.failed.update(node.output)
+        for name in node.output:
+            ghost = None if self.strict else self._inferred().get(name) or \
+                self._batch_filled(node) or self._same_shape(node, name)
+            if ghost is not None:
+                self.values[name] = ghost
+                self.ghosts.add(name)
+            else:
+                self.values.pop(name, None)
+
+    def _same_shape(self, node, name: str) -> Tensor | None:
+        """Where ONNX's inference does not know it: the shape of an elementwise op of
+        known operands, or of a MatMul of two graph tensors."""
+        known = [self.values.get(n) for n in node.input if n]
+        if name != node.output[0] or not known or \
+                not all(isinstance(v, (Tensor, np.ndarray)) for v in known):
+            return None
+        dtype = next((v.dtype for v in known if isinstance(v, Tensor)), None)
+        full = [((1,) if self.offset else ()) + tuple(v.shape) if isinstance(v, Tensor)
+                else tuple(v.shape) for v in known]
+        try:
+            if node.op_type == "MatMul" and len(full) == 2 and min(map(len, full)) >= 2:
+                a, b = full
+                shape = (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+            elif node.op_type in _ELEMENTWISE:
+                shape = np.broadcast_shapes(*full)
+            else:
+                return None
+        except ValueError:
+            return None
+        if dtype is None or len(shape) < self.offset:
+            return None
+        return Tensor(name, tuple(int(d) for d in shape[self.offset:]), dtype)
+
+    def _batch_filled(self, node) -> Tensor | None:
+        """A ConstantOfShape of shape [N, ...]: a fixed value per sample, of that shape."""
+        shape = self.values.get(node.input[0]) if node.op_type == "ConstantOfShape" else None
+        if not isinstance(shape, np.ndarray) or shape.ndim != 1 or not len(shape) or \
+                shape[0] != BATCH or not self.offset or (shape[1:] < 1).any():
+            return None
+        return Tensor(node.output[0], tuple(int(d) for d in shape[1:]), "float32")
+
+    def _inferred(self) -> dict[str, Tensor]:
+        if self._shapes is None:
+            self._shapes = {}
+            try:
+                graph = onnx.shape_inference.infer_shapes(self.model).graph
+            except Exception:  # noqa: BLE001 - onnx's inference errors: no stand-ins
+                return self._shapes
+            for value in (*graph.value_info, *graph.output):
+                tensor = value.type.tensor_type
+                dims = [d.dim_value if d.HasField("dim_value") else None
+                        for d in tensor.shape.dim]
+                shape = dims[self.offset:]
+                if tensor.elem_type in DTYPES and dims and all(d for d in shape):
+                    self._shapes[value.name] = Tensor(value.name, tuple(shape),
+                                                      DTYPES[tensor.elem_type])
+        return self._shapes
 
     def _all_fixed(self, node) -> bool:
         if node.op_type == "Constant":
             return True
         if node.op_type == "Shape":
-            return isinstance(self.values.get(node.input[0]), Tensor)
+            return isinstance(self.values.get(node.input[0]), (Tensor, np.ndarray))
         given = [n for n in node.input if n]
         return bool(given) and all(isinstance(self.values.get(n), np.ndarray) for n in given)
 
@@ -249,9 +331,10 @@ class Importer:
     def _shape_of(self, node) -> np.ndarray:
         from .import_static import attribute
 
-        tensor = self.values[node.input[0]]
-        full = ([BATCH if self.batch == "symbolic" else 1] if self.offset else []) + \
-            list(tensor.shape)
+        value = self.values[node.input[0]]
+        full = list(value.shape) if isinstance(value, np.ndarray) else \
+            ([BATCH if self.batch == "symbolic" else 1] if self.offset else []) + \
+            list(value.shape)
         start, end = int(attribute(node, "start", 0)), attribute(node, "end")
         return np.asarray(full[start:None if end is None else int(end)], np.int64)
 
@@ -265,10 +348,10 @@ class Importer:
              error=None) -> Row:
         node = self.graph.node[index]
         value = self.values.get(node.output[0]) if node.output else None
-        shape = value.shape if isinstance(value, Tensor) else None
-        note = message if code is None else message
-        return Row(self.source((index,)), op_type or None, status, code,
-                   note if code is not None else "", hint, shape, error)
+        shape = value.shape if isinstance(value, Tensor) and \
+            node.output[0] not in self.failed else None
+        return Row(self.source((index,)), op_type or None, status, code, message, hint, shape,
+                   error)
 
     def _finish(self) -> GraphIR | None:
         from .import_layout import output_node
