@@ -79,7 +79,11 @@ def output_node(imp: Importer) -> IRNode:
     """The Output node: the graph outputs, each a graph tensor."""
     names = []
     for value in imp.graph.output:
-        names.append(imp.tensor(value.name, "graph output").name)
+        if not isinstance(imp.values.get(value.name), Tensor):
+            raise ImportRejection("onnx-output", f"graph output {value.name!r} is fixed: it "
+                                  "does not depend on the graph inputs",
+                                  "leave the constant out of the file's outputs")
+        names.append(value.name)
     taken = {n.name for n in imp.nodes} | set(imp.values)
     name, n = "output", 1
     while name in taken:
@@ -112,6 +116,10 @@ def _flatten(imp: Importer, i: int, node) -> str:
     axis = axis + rank if axis < 0 else axis
     if axis < imp.offset:
         raise ImportRejection("onnx-batch-axis", "Flatten at axis 0 merges the batch axis")
+    if imp.offset and axis > 1:
+        raise ImportRejection("onnx-batch-axis", f"Flatten at axis {axis} merges the batch "
+                              f"axis with the {axis - 1} after it",
+                              "flatten at axis 1 (x.flatten(1)), or reshape to [N, ...]")
     if imp.offset and axis == 1 and x.shape:
         imp.emit("Flatten", [x], {"start_dim": 0, "end_dim": len(x.shape) - 1},
                  node.output[0], (i,))
