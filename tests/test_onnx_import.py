@@ -555,6 +555,19 @@ def _batch_size_times_two():
                                             "axes": ints(0), "minus_one": ints(-1)})
 
 
+def _batch_size_as_int32():
+    """int32 cannot hold the batch size's stand-in: a Cast to it is refused, not wrapped
+    (which made the batch size 1 and the Reshape after it refused for the wrong reason)."""
+    nodes = [node("Shape", ["x"], ["s"]), node("Gather", ["s", "zero"], ["n"], axis=0),
+             node("Cast", ["n"], ["n32"], to=onnx.TensorProto.INT32),
+             node("Cast", ["n32"], ["n64"], to=onnx.TensorProto.INT64),
+             node("Unsqueeze", ["n64", "axes"], ["n1"]),
+             node("Concat", ["n1", "minus_one"], ["target"], axis=0),
+             node("Reshape", ["x", "target"], ["y"])]
+    return dense(["N", 2, 3], nodes, "y", {"zero": np.asarray(0, np.int64), "axes": ints(0),
+                                            "minus_one": ints(-1)})
+
+
 REFUSALS = [
     Refusal("Sigmoid", _unary("Sigmoid"), "bad", "onnx-unsupported-op"),
     Refusal("Softmax", _unary("Softmax", axis=-1), "bad", "onnx-unsupported-op"),
@@ -677,6 +690,17 @@ REFUSALS = [
             "onnx-attribute"),
     Refusal("arithmetic on the batch size", _batch_size_times_two(), "bad",
             "onnx-static-computation"),
+    Refusal("the batch size cast to int32", _batch_size_as_int32(), "n32",
+            "onnx-static-computation"),
+    Refusal("BatchNormalization without a batch axis", dense(
+        [3, 3, 4], [node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])], "y",
+        {"s": rand(3), "b": rand(3), "m": rand(3), "v": rand(3, positive=True)}), "y",
+        "onnx-batch-axis"),
+    Refusal("Conv of a first axis of 2", dense([2, 2, 6, 6], [node("Conv", ["x", "w"], ["y"])],
+                                               "y", {"w": CONV_W}), "y", "onnx-batch-axis"),
+    Refusal("MaxPool of a first axis of 2", _unary("MaxPool", (2, 2, 6, 6),
+                                                   kernel_shape=[2, 2]), "bad",
+            "onnx-batch-axis"),
     Refusal("a fixed graph output", model([node("Relu", ["x"], ["y"]),
                                            node("Identity", ["c"], ["z"])],
                                           {"x": ["N", 3]}, ["y", "z"], {"c": rand(3)}),

@@ -15,7 +15,19 @@ from .import_static import attribute
 from .importer import Importer, Tensor
 
 
+def _batched(imp: Importer, op: str) -> None:
+    """ONNX's image ops read the file's axis 0 as N and axis 1 as C: without a batch axis
+    (`offset` 0) both are part of GraphIR's sample, whose first axis its operators read as
+    the channels."""
+    if not imp.offset:
+        raise ImportRejection("onnx-batch-axis", f"{op} in a file without a batch axis: the "
+                              "graph inputs' first axis is neither symbolic nor 1, so ONNX's "
+                              "N axis is part of the sample here",
+                              "export with a batch axis (symbolic, or of size 1)")
+
+
 def _spatial(imp: Importer, x: Tensor, op: str) -> None:
+    _batched(imp, op)
     if len(x.shape) != 3:
         raise ImportRejection("onnx-attribute", f"{op} of a {len(x.shape) + imp.offset}-d "
                               "tensor: only 2-d images (N, C, H, W) are imported")
@@ -175,6 +187,7 @@ def _batch_normalization(imp: Importer, i: int, node) -> str:
     if int(attribute(node, "training_mode", 0)) or \
             any(out and imp.uses.get(out) for out in node.output[1:]):
         raise ImportRejection("onnx-training-mode", "BatchNormalization in training mode")
+    _batched(imp, "BatchNormalization")
     if not int(attribute(node, "spatial", 1)):
         raise ImportRejection("onnx-attribute", "BatchNormalization with spatial=0")
     if not 1 <= len(x.shape) <= 3:

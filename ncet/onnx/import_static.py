@@ -109,10 +109,10 @@ def _reshape(node, xs):
 def _cast(node, xs):
     to = helper.tensor_dtype_to_np_dtype(int(attribute(node, "to")))
     data = np.asarray(xs[0])
-    if data.dtype.kind in "iu" and (data == BATCH).any():
-        if np.dtype(to).kind not in "iu":
-            _fixed(data, "a Cast")
-        return data.astype(to)
+    if data.dtype.kind in "iu" and (data == BATCH).any() and np.dtype(to) != np.int64:
+        raise ImportRejection("onnx-static-computation", f"a Cast of the batch size to "
+                              f"{np.dtype(to)}: NCET holds the batch size, unknown at import, "
+                              "as an int64 stand-in", "keep shape arithmetic in int64")
     return data.astype(to)
 
 
