@@ -777,3 +777,16 @@ def test_diagnose_onnx_names_every_offending_node_at_once():
 
 def test_every_reason_code_is_refused_by_some_row():
     assert {r.code for r in REFUSALS} == set(IMPORT_REASONS)
+
+
+@pytest.mark.parametrize("module", ["import_layout", "import_conv", "import_static"])
+def test_every_refusal_of_the_layout_image_and_static_rules_says_what_to_do(module):
+    """Each ImportRejection these rules raise carries a hint (its third argument)."""
+    import ast
+    from pathlib import Path
+
+    path = Path(ncet.__file__).parent / "onnx" / f"{module}.py"
+    bare = [f"{path.name}:{n.lineno}" for n in ast.walk(ast.parse(path.read_text()))
+            if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "ImportRejection"
+            and len(n.args) + len(n.keywords) < 3]
+    assert not bare, f"refusals without a hint: {bare}"

@@ -40,7 +40,9 @@ def attribute(node, name: str, default=None):
 def _fixed(value: np.ndarray, what: str) -> np.ndarray:
     if value.dtype.kind in "iu" and (value == BATCH).any():
         raise ImportRejection("onnx-static-computation",
-                              f"{what} of the batch size, which is not known at import")
+                              f"{what} of the batch size, which is not known at import",
+                              "compute shapes from fixed sizes (x.view(x.size(0), -1) only "
+                              "moves the batch size, which NCET follows)")
     return value
 
 
@@ -89,7 +91,8 @@ def _clamped(start: int, end: int, step: int, size: int) -> tuple[int, int | Non
     """ONNX Slice's start, end and step on an axis of `size`, as a Python slice (ONNX clamps
     out-of-range starts and ends, and INT64_MAX / INT64_MIN mean 'to the end')."""
     if step == 0:
-        raise ImportRejection("onnx-indexing", "a Slice step of 0")
+        raise ImportRejection("onnx-indexing", "a Slice step of 0",
+                              "check the file: onnxruntime refuses it too")
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
     if step > 0:
@@ -128,7 +131,8 @@ def _arithmetic(op: Callable) -> Rule:
         a, b = (_fixed(np.asarray(x), f"a {node.op_type}") for x in xs[:2])
         if a.dtype != b.dtype:
             raise ImportRejection("onnx-static-computation",
-                                  f"{node.op_type} of a {a.dtype} and a {b.dtype} value")
+                                  f"{node.op_type} of a {a.dtype} and a {b.dtype} value",
+                                  "check the file: onnx.checker refuses it too")
         with np.errstate(all="ignore"):
             return np.asarray(op(a, b)).astype(a.dtype)
     return rule
@@ -138,7 +142,8 @@ def _integer_division(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind not in "iu":
         return a / b
     if (b == 0).any():
-        raise ImportRejection("onnx-static-computation", "an integer division by zero")
+        raise ImportRejection("onnx-static-computation", "an integer division by zero",
+                              "check the file: onnxruntime fails on it too")
     quotient = np.abs(a) // np.abs(b)  # ONNX truncates toward zero, numpy's // floors
     return np.where((a < 0) != (b < 0), -quotient, quotient)
 
@@ -185,4 +190,5 @@ def fold(node, inputs: Sequence[np.ndarray | None]) -> np.ndarray:
         raise
     except (ValueError, IndexError, TypeError) as exc:
         raise ImportRejection("onnx-static-computation",
-                              f"{node.op_type} on fixed values fails: {exc}") from None
+                              f"{node.op_type} on fixed values fails: {exc}",
+                              "check the file: onnxruntime refuses it too") from None
