@@ -51,8 +51,7 @@ REFUSED = {
 HINTLESS = {("Add", "onnx-broadcast"), ("Sub", "onnx-broadcast"), ("Mul", "onnx-broadcast"),
             ("Mul", "onnx-tensor-tensor"), ("Div", "onnx-tensor-tensor"),
             ("MatMul", "onnx-tensor-tensor"), ("MatMul", "onnx-batch-axis"),
-            ("ReduceSum", "onnx-attribute"), ("Cast", "onnx-dtype"),
-            ("ConstantOfShape", "onnx-static-computation")}
+            ("ReduceSum", "onnx-attribute"), ("Cast", "onnx-dtype")}
 """Refusals that carry no hint today (ncet/onnx/import_rules.py and importer.py: the
 elementwise and dense rules, and the importer's own checks); every other refusal says what
 to do."""

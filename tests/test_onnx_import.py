@@ -349,6 +349,16 @@ SPELLINGS = [
     Spelling("Cast of a constant", _cast_constant(), ("ElementwiseAffine",),
              {"c": C64.astype(np.float32)}),  # Cast rounds to nearest, as numpy does
     Spelling("Cast to its own type", _one("Cast", to=onnx.TensorProto.FLOAT), ("Identity",)),
+    Spelling("Where on constants", dense(
+        ["N", 3], [node("Equal", ["k", "minus_one"], ["is"]),
+                   node("Where", ["is", "a", "b"], ["c"]), node("Add", ["x", "c"], ["y"])],
+        "y", {"k": ints(1, -1, 2), "minus_one": ints(-1), "a": rand(3, seed=12),
+              "b": rand(3, seed=13)}), ("ElementwiseAffine",),
+        {"c": np.where([False, True, False], rand(3, seed=12), rand(3, seed=13))}),
+    Spelling("Expand of a constant", dense(
+        ["N", 2, 3], [node("Expand", ["v", "shape"], ["c"]), node("Mul", ["x", "c"], ["y"])],
+        "y", {"v": rand(1, 3, seed=14), "shape": ints(2, 1)}), ("ElementwiseAffine",),
+        {"c": np.broadcast_to(rand(1, 3, seed=14), (2, 3))}),
 ]
 
 
@@ -701,6 +711,26 @@ REFUSALS = [
     Refusal("MaxPool of a first axis of 2", _unary("MaxPool", (2, 2, 6, 6),
                                                    kernel_shape=[2, 2]), "bad",
             "onnx-batch-axis"),
+    # malformed or degenerate nodes: refused with a reason, never a crash
+    Refusal("Reshape to a scalar", dense([1, 1], [node("Reshape", ["x", "s"], ["y"])], "y",
+                                         {"s": np.zeros(0, np.int64)}), "y",
+            "onnx-batch-axis"),
+    Refusal("Concat without an axis", dense(["N", 3], [node("Relu", ["x"], ["r"]),
+                                                       node("Concat", ["x", "r"], ["y"])],
+                                            "y", {}), "y", "onnx-attribute"),
+    Refusal("Gather of no index", _with_input("Gather", ["N", 3], "i", np.zeros(0, np.int64),
+                                              axis=1), "y", "onnx-indexing"),
+    Refusal("Slice without ends", dense(["N", 3], [node("Slice", ["x", "s"], ["y"])], "y",
+                                        {"s": ints(1)}), "y", "onnx-attribute"),
+    Refusal("Unsqueeze out of range", _with_input("Unsqueeze", ["N", 1], "axes", ints(7)), "y",
+            "onnx-attribute"),
+    Refusal("Unsqueeze of one axis twice", _with_input("Unsqueeze", ["N", 2], "axes",
+                                                       ints(1, 1)), "y", "onnx-attribute"),
+    Refusal("Pad of an empty value", dense(IMG, [node("Pad", ["x", "p", "v"], ["bad"]),
+                                                 node("Conv", ["bad", "w"], ["y"])], "y",
+                                           {"p": ints(0, 0, 1, 1, 0, 0, 1, 1),
+                                            "v": np.zeros(0, np.float32), "w": CONV_W}),
+            "bad", "onnx-pad"),
     Refusal("a fixed graph output", model([node("Relu", ["x"], ["y"]),
                                            node("Identity", ["c"], ["z"])],
                                           {"x": ["N", 3]}, ["y", "z"], {"c": rand(3)}),

@@ -103,7 +103,11 @@ def _pad(imp: Importer, i: int, node) -> str:
         pads = imp.static(node.input[1], "the pads").reshape(-1).tolist()
     value = attribute(node, "value", 0.0)
     if len(node.input) > 2 and node.input[2]:
-        value = imp.static(node.input[2], "the pad value").reshape(-1)[0]
+        given = imp.static(node.input[2], "the pad value").reshape(-1)
+        if given.size != 1:
+            raise ImportRejection("onnx-pad", f"Pad with a value of {given.size} elements",
+                                  "give Pad one constant value, or none")
+        value = given[0]
     pads = [int(p) for p in pads or []]
     rank = len(x.shape) + imp.offset
     if len(node.input) > 3 and node.input[3]:

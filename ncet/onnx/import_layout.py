@@ -144,6 +144,9 @@ def _reshape(imp: Importer, i: int, node) -> str:
     full = ([BATCH] if imp.offset else []) + list(x.shape)
     shape = [full[k] if s == 0 and not allow_zero and k < len(full) else s
              for k, s in enumerate(target)]
+    if imp.offset and not shape:
+        raise ImportRejection("onnx-batch-axis", "Reshape to a scalar removes the batch axis",
+                              "reshape to [N, ...] with the batch size first")
     if imp.offset:
         first, rest = shape[0], shape[1:]
         numel = math.prod(x.shape)
@@ -195,6 +198,10 @@ def _unsqueeze(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
     axes = _axes(imp, node, 1) or []
     rank = len(x.shape) + imp.offset + len(axes)
+    if any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) < len(axes):
+        raise ImportRejection("onnx-attribute", f"Unsqueeze axes {axes} out of range for rank "
+                              f"{rank}, or repeated", "check the file: onnxruntime refuses "
+                              "it too")
     new = sorted(a % rank for a in axes)
     if any(a < imp.offset for a in new):
         raise ImportRejection("onnx-batch-axis", "Unsqueeze before the batch axis",
@@ -223,7 +230,11 @@ def _concat(imp: Importer, i: int, node) -> str:
                               "tensors", "concatenate graph tensors only; add a "
                               "constant block as a bias (Add) instead")
     xs = [imp.tensor(n) for n in node.input]
-    axis = sample_axis(imp, int(attribute(node, "axis")), len(xs[0].shape), "Concat")
+    axis = attribute(node, "axis")
+    if axis is None:
+        raise ImportRejection("onnx-attribute", "Concat without its axis",
+                              "check the file: onnx.checker refuses it too")
+    axis = sample_axis(imp, int(axis), len(xs[0].shape), "Concat")
     imp.emit("Concat", xs, {"axis": axis}, node.output[0], (i,))
     return "Concat"
 
@@ -233,6 +244,9 @@ def _slice(imp: Importer, i: int, node) -> str:
 
     x = imp.tensor(node.input[0])
     starts, ends = _axes_or(imp, node, 1, "starts"), _axes_or(imp, node, 2, "ends")
+    if starts is None or ends is None:
+        raise ImportRejection("onnx-attribute", "Slice without its starts or ends",
+                              "check the file: onnx.checker refuses it too")
     axes = _axes_or(imp, node, 3, "axes") or list(range(len(starts)))
     steps = _axes_or(imp, node, 4, "steps") or [1] * len(starts)
     index = [[0, d, 1] for d in x.shape]
@@ -270,6 +284,9 @@ def _gather(imp: Importer, i: int, node) -> str:
     k = sample_axis(imp, int(attribute(node, "axis", 0)), len(x.shape), "Gather")
     size = x.shape[k]
     flat = [int(v) + size if int(v) < 0 else int(v) for v in indices.reshape(-1).tolist()]
+    if not flat:
+        raise ImportRejection("onnx-indexing", "Gather of no index: an empty tensor",
+                              "leave the empty Gather out of the network")
     if any(not 0 <= v < size for v in flat):
         raise ImportRejection("onnx-indexing", f"Gather index out of range for size {size}",
                               "check the file: onnxruntime refuses it too")

@@ -17,8 +17,9 @@ from .import_errors import ImportRejection
 
 BATCH = np.int64(-(1 << 62) + 1)
 """Stands for the (symbolic) batch size inside a folded shape: Shape of a graph tensor puts
-it first. Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape and Identity move it as a
-value; any arithmetic on it refuses (`onnx-static-computation`)."""
+it first. Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape, Identity, Where and a Cast
+to int64 move it as a value; any arithmetic or comparison on it refuses
+(`onnx-static-computation`)."""
 
 Rule = Callable[[dict, Sequence["np.ndarray | None"]], np.ndarray]
 
@@ -148,6 +149,20 @@ def _integer_division(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.where((a < 0) != (b < 0), -quotient, quotient)
 
 
+def _where(node, xs):
+    condition = np.asarray(xs[0])
+    if condition.dtype != np.bool_:
+        raise ImportRejection("onnx-static-computation", "a Where whose condition is not bool",
+                              "check the file: onnx.checker refuses it too")
+    return np.where(condition, np.asarray(xs[1]), np.asarray(xs[2]))
+
+
+def _expand(node, xs):
+    data = np.asarray(xs[0])
+    shape = _fixed(np.asarray(xs[1]), "an Expand").reshape(-1).tolist()
+    return np.broadcast_to(data, np.broadcast_shapes(data.shape, tuple(shape))).copy()
+
+
 STATIC_RULES: dict[str, Rule] = {
     "Identity": lambda node, xs: np.asarray(xs[0]),
     "Gather": _gather,
@@ -167,6 +182,9 @@ STATIC_RULES: dict[str, Rule] = {
     "Sub": _arithmetic(np.subtract),
     "Mul": _arithmetic(np.multiply),
     "Div": _arithmetic(_integer_division),
+    "Equal": lambda node, xs: np.equal(*(_fixed(np.asarray(x), "an Equal") for x in xs[:2])),
+    "Where": _where,
+    "Expand": _expand,
 }
 """ONNX op type -> its value on fixed inputs, computed at import (one function each)."""
 
