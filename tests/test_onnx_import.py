@@ -820,3 +820,14 @@ def test_every_refusal_of_the_layout_image_and_static_rules_says_what_to_do(modu
             if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "ImportRejection"
             and len(n.args) + len(n.keywords) < 3]
     assert not bare, f"refusals without a hint: {bare}"
+
+
+def test_check_onnx_of_an_import_against_another_file_finds_the_difference():
+    """One weight one ulp apart: the certificate names the node whose constant differs."""
+    other = _gemm(transB=1)
+    w = numpy_helper.to_array(other.graph.initializer[0]).copy()
+    w[0, 0] = np.nextafter(w[0, 0], np.float32(2))
+    other.graph.initializer[0].CopyFrom(numpy_helper.from_array(w, "w"))
+    report = ncet.check_onnx(ncet.from_onnx(_gemm(transB=1)), other, samples_per_scale=1)
+    assert not report.ok
+    assert "constant 'w' differs from the file's value" in str(report)
