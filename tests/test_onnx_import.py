@@ -349,6 +349,24 @@ SPELLINGS = [
     Spelling("Cast of a constant", _cast_constant(), ("ElementwiseAffine",),
              {"c": C64.astype(np.float32)}),  # Cast rounds to nearest, as numpy does
     Spelling("Cast to its own type", _one("Cast", to=onnx.TensorProto.FLOAT), ("Identity",)),
+    Spelling("Add of tensors broadcasting within a sample", dense(
+        ["N", 3, 1], [node("Transpose", ["x"], ["t"], perm=[0, 2, 1]),
+                      node("Add", ["x", "t"], ["y"])], "y", {}), ("Permute", "Add")),
+    # files of batch 1, as most of the corpus is written
+    Spelling("batch 1: Gemm", dense([1, 4], [node("Gemm", ["x", "w", "b"], ["y"], transB=1)],
+                                    "y", {"w": W34, "b": B3}), ("Linear",)),
+    Spelling("batch 1: Conv, Flatten", dense(
+        [1, 2, 6, 6], [node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                       node("Flatten", ["c"], ["y"])], "y", {"w": CONV_W}),
+        ("Conv2d", "Flatten")),
+    Spelling("batch 1: Reshape [1, -1]", _with_input("Reshape", [1, 2, 3], "s", ints(1, -1)),
+             ("Reshape",)),
+    Spelling("batch 1: Reshape [-1, 6]", _with_input("Reshape", [1, 2, 3], "s", ints(-1, 6)),
+             ("Reshape",)),
+    Spelling("no batch axis: MatMul + Add", dense(
+        [4], [node("MatMul", ["x", "w"], ["h"]), node("Add", ["h", "b"], ["y"])], "y",
+        {"w": W34.T.copy(), "b": B3}), ("Linear",)),
+    Spelling("no batch axis: Transpose", _one("Transpose", [3, 2]), ("Permute",)),
     Spelling("Where on constants", dense(
         ["N", 3], [node("Equal", ["k", "minus_one"], ["is"]),
                    node("Where", ["is", "a", "b"], ["c"]), node("Add", ["x", "c"], ["y"])],
