@@ -820,6 +820,7 @@ def test_diagnose_onnx_names_every_offending_node_at_once():
     assert [r.location for r in report.errors] == [f"<model> node {i}" for i in (0, 1, 3)]
     with pytest.raises(ncet.ONNXImportError, match=r"'scaled' \(onnx Gemm, <model> node 0\)"):
         ncet.from_onnx(m)
+    assert " ONNX nodes (" in report.summary()
     assert "3 problem(s)" in report.summary()
 
 
