@@ -283,6 +283,9 @@ SPELLINGS = [
     Spelling("Div by per-row constant", _elementwise("Div", constant=rand(2, 1, seed=11,
                                                                           positive=True)),
              ("ElementwiseAffine",)),
+    Spelling("Add of -0.0 and a subnormal", _elementwise(
+        "Add", constant=np.array([[-0.0, 1e-45, 1.0]] * 2, np.float32)),
+        ("ElementwiseAffine",)),
     Spelling("Neg", _one("Neg"), ("ElementwiseAffine",)),
     Spelling("Flatten axis=1", _one("Flatten", IMG), ("Flatten",)),
     Spelling("Flatten default axis", _one("Flatten", ["N", 3, 2], opset=9), ("Flatten",)),
