@@ -862,3 +862,14 @@ def test_check_onnx_of_an_import_against_another_file_finds_the_difference():
     report = ncet.check_onnx(ncet.from_onnx(_gemm(transB=1)), other, samples_per_scale=1)
     assert not report.ok
     assert "constant 'w' differs from the file's value" in str(report)
+
+
+@pytest.mark.parametrize("case", [c for c in SPELLINGS if c.id in (
+    "MatMul + Add", "Pad-11 + Conv", "Reshape Shape chain, Unsqueeze-13", "Cast of a constant")],
+    ids=lambda c: c.id)
+def test_a_model_given_is_left_as_it_was(case):
+    before = case.model.SerializeToString()
+    ir = ncet.from_onnx(case.model)
+    ncet.diagnose_onnx(case.model)
+    ncet.check_onnx(ir, case.model, samples_per_scale=1)
+    assert case.model.SerializeToString() == before
