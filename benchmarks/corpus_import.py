@@ -2,13 +2,15 @@
 `ncet.diagnose_onnx` makes of it (imported, or refused: which op types, which reason codes),
 its ONNX and GraphIR node counts, and `ncet.from_onnx`'s time against onnxruntime's
 `InferenceSession` creation for the same file (medians of --repeats, after a warm-up;
-target: from_onnx <= 1x); with --check, whether `ncet.check_onnx` certifies the import.
+target: from_onnx <= 1x) and against `onnx2torch.convert` where that succeeds (imported
+with tests/torchvision_stub when torchvision is missing; --no-onnx2torch leaves it out);
+with --check, whether `ncet.check_onnx` certifies the import.
 
 `--markdown` prints the table of docs/onnx-import.md ("The corpus"); tests/test_docs.py
 holds its outcome columns to what `outcomes()` reports today.
 
 Usage: python benchmarks/corpus_import.py [--corpus DIR] [--repeats 3] [--check]
-       [--markdown] [--json out.json]
+       [--no-onnx2torch] [--markdown] [--json out.json]
 Times are measured in one run on this (shared) machine; they are not assertions.
 """
 
@@ -29,6 +31,7 @@ import onnxruntime as ort
 import ncet
 
 CORPUS = (Path(__file__).resolve().parent.parent / ".." / "shared" / "vnncomp").resolve()
+STUB = Path(__file__).resolve().parent.parent / "tests" / "torchvision_stub"
 
 
 @dataclass(frozen=True)
@@ -84,16 +87,37 @@ def _median_time(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def timings(path: Path, repeats: int) -> dict:
-    """from_onnx's and onnxruntime's session creation's median seconds for one file."""
+def onnx2torch_convert():
+    """onnx2torch.convert, or None when onnx2torch cannot be imported (it imports
+    torchvision for ops NCET never meets: tests/torchvision_stub stands in when missing)."""
+    import importlib.util
+
+    if importlib.util.find_spec("torchvision") is None:
+        sys.path.insert(0, str(STUB))
+    try:
+        import onnx2torch
+    except ImportError:
+        return None
+    return onnx2torch.convert
+
+
+def timings(path: Path, repeats: int, convert=None) -> dict:
+    """from_onnx's, onnxruntime's session creation's and (given `convert`) onnx2torch's
+    median seconds for one file; onnx2torch None where it fails."""
     options = ort.SessionOptions()
     options.log_severity_level = 3
 
     def session():
         ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
-    return {"from_onnx_s": _median_time(lambda: ncet.from_onnx(path), repeats),
-            "session_s": _median_time(session, repeats)}
+    found = {"from_onnx_s": _median_time(lambda: ncet.from_onnx(path), repeats),
+             "session_s": _median_time(session, repeats)}
+    if convert is not None:
+        try:
+            found["onnx2torch_s"] = _median_time(lambda: convert(str(path)), repeats)
+        except Exception:  # noqa: BLE001 - onnx2torch's NotImplementedError, KeyError, ...
+            found["onnx2torch_s"] = None
+    return found
 
 
 def certified(path: Path) -> bool:
@@ -103,8 +127,8 @@ def certified(path: Path) -> bool:
 
 
 HEADER = ("| network | outcome | ONNX nodes | IR nodes | refused: reason code: op types "
-          "(nodes) | from_onnx ms | session ms | ratio |\n"
-          "|---|---|---:|---:|---|---:|---:|---:|")
+          "(nodes) | from_onnx ms | session ms | ratio | onnx2torch ms |\n"
+          "|---|---|---:|---:|---|---:|---:|---:|---:|")
 
 
 def markdown(rows: list[dict]) -> str:
@@ -117,8 +141,13 @@ def markdown(rows: list[dict]) -> str:
         if "from_onnx_s" in row and o.imported:
             cells += [f"{row['from_onnx_s'] * 1e3:.1f}", f"{row['session_s'] * 1e3:.1f}",
                       f"{row['from_onnx_s'] / row['session_s']:.2f}"]
+            if "onnx2torch_s" in row:
+                cells.append("fails" if row["onnx2torch_s"] is None
+                             else f"{row['onnx2torch_s'] * 1e3:.1f}")
+            else:
+                cells.append("")
         else:
-            cells += ["", "", ""]
+            cells += ["", "", "", ""]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -128,15 +157,18 @@ def main(argv=None) -> int:
     parser.add_argument("--corpus", type=Path, default=CORPUS)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--check", action="store_true", help="certify each import")
+    parser.add_argument("--no-onnx2torch", action="store_true",
+                        help="leave onnx2torch.convert out")
     parser.add_argument("--markdown", action="store_true", help="print the docs table")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
+    convert = None if args.no_onnx2torch else onnx2torch_convert()
     rows = []
     for found in outcomes(args.corpus):
         row = asdict(found)
         path = args.corpus / found.network
         if found.imported:
-            row.update(timings(path, args.repeats))
+            row.update(timings(path, args.repeats, convert))
             if args.check:
                 row["certified"] = certified(path)
         rows.append(row)
@@ -147,11 +179,15 @@ def main(argv=None) -> int:
                   f"{found.refused_text()} {times}", flush=True)
     imported = [r for r in rows if r["imported"]]
     ratios = [r["from_onnx_s"] / r["session_s"] for r in imported]
+    against = [r["from_onnx_s"] / r["onnx2torch_s"] for r in imported
+               if r.get("onnx2torch_s")]
     summary = (f"{len(imported)} of {len(rows)} imported"
                + (f", {sum(bool(r.get('certified')) for r in imported)} certified"
                   if args.check else "")
                + (f"; from_onnx / session creation: median {statistics.median(ratios):.2f}, "
                   f"max {max(ratios):.2f}" if ratios else "")
+               + (f"; onnx2torch converts {len(against)} of {len(imported)}, from_onnx / "
+                  f"onnx2torch: median {statistics.median(against):.2f}" if against else "")
                + f" ({platform.processor() or platform.machine()}, "
                f"onnxruntime {ort.__version__}, Python {platform.python_version()})")
     if args.markdown:

@@ -395,6 +395,7 @@ def test_corpus_import_prints_the_docs_table(tmp_path, capsys):
               tmp_path / "a" / "onnx" / "sigmoid.onnx")
     out = tmp_path / "out.json"
     assert corpus_import.main(["--corpus", str(tmp_path), "--repeats", "1", "--check",
+                               "--no-onnx2torch",
                                "--markdown", "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert "| `a/onnx/relu.onnx` | imported, certified | 1 | 1 |  |" in text
