@@ -189,7 +189,8 @@ class Importer:
                 self.rows[index] = self._row(index, None, "skipped", None, "")
         graph = self._finish()
         return ConversionReport(tuple(self.input_rows) + tuple(self.rows), graph,
-                                notes=tuple(self.notes), unit="ONNX nodes")
+                                notes=tuple(self.notes),
+                                unit="graph inputs and ONNX nodes")
 
     def _inputs(self) -> None:
         from .import_layout import read_inputs
