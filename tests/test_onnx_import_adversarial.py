@@ -475,3 +475,25 @@ def test_a_duplicated_attribute_is_refused():
     model = _model([node], X2, Y)
     with pytest.raises(CLEAR):
         ncet.from_onnx(model)
+
+
+OUT_OF_RANGE_AXES = {
+    "Slice": lambda: _model([_node("Slice", ["x", "s", "e", "a"])], X2, Y,
+                            [_init("s", _i64([1])), _init("e", _i64([3])),
+                             _init("a", _i64([3]))]),
+    "Unsqueeze": lambda: _model([_node("Unsqueeze", ["x", "a"])], X2, Y,
+                                [_init("a", _i64([5]))]),
+    "ReduceSum": lambda: _model([_node("ReduceSum", ["x", "a"])], X2, Y,
+                                [_init("a", _i64([3]))]),
+}
+"""Axes outside [-rank, rank): onnxruntime refuses each file."""
+
+
+@pytest.mark.xfail(strict=True, reason="import_layout._slice (axis %= rank), _unsqueeze "
+                   "(a % rank) and import_rules._reduce_sum (int(a) % rank) wrap an "
+                   "out-of-range axis onto another one instead of refusing it (sample_axis "
+                   "checks the range; these do not use it)")
+@pytest.mark.parametrize("op", sorted(OUT_OF_RANGE_AXES))
+def test_an_out_of_range_axis_is_refused(op):
+    with pytest.raises(ONNXImportError):
+        ncet.from_onnx(OUT_OF_RANGE_AXES[op]())
