@@ -302,8 +302,9 @@ def test_batchnorm_without_a_batch_axis_normalises_onnx_channels():
 
 @pytest.mark.xfail(strict=True, reason="import_conv._spatial checks the per-sample rank (3) "
                    "without the batch offset, and _pool never checks len(kernel_shape): a 1-d "
-                   "pool of a (2, 3, 8) file tensor becomes a MaxPool2d of kernel [2] whose "
-                   "declared shape (import_shapes._pool zips) is not what it computes")
+                   "pool of a (2, 3, 8) file tensor becomes a 2-d pool over its last two axes "
+                   "(kernel [2]: a declared shape, import_shapes._pool zips, that is not what "
+                   "it computes; GlobalAveragePool: AdaptiveAvgPool2d over axes 1 and 2)")
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "GlobalAveragePool"])
 def test_one_dimensional_pooling_without_a_batch_axis(op):
     attrs = {} if op == "GlobalAveragePool" else {"kernel_shape": [2]}
@@ -366,6 +367,8 @@ def test_negative_conv_strides_are_refused():
                    "bytes (RuntimeError: self.dim() cannot be 0): check_onnx crashes on every "
                    "import with a scalar constant (x / 255, x - mean)")
 def test_the_import_check_of_a_scalar_constant():
+    """torch.onnx.export writes `(x - 0.5) / 255` with 0-d Constant nodes, so every such
+    PyTorch export that imports cannot be certified."""
     model = _model([helper.make_node("Div", ["x", "s"], ["y"])], [_vi("x", ["N", 3])],
                    [_vi("y", ["N", 3])], [_init("s", np.array(255.0, np.float32))])
     ir = ncet.from_onnx(model)
