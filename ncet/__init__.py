@@ -85,8 +85,8 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     an imported GraphIR came from (`from_onnx`). onnxruntime runs the file and every IR
     node's value is held to the same certified bound as `check_exactness` holds PyTorch's.
 
-    For an imported GraphIR (its provenance is an ONNX file's) and a file without NCET's
-    `ncet.graphir.hash` stamp, the file is the original: it is imported again and compared
+    For an imported GraphIR (its provenance is an ONNX file's) and a file that is not its
+    export (no `ncet.graphir.hash` stamp, or another GraphIR's), the file is the original: it is imported again and compared
     with `ir` node by node and constant by constant (a difference is a violation at that
     node), and each IR node is checked at the ONNX value it is named after, the last value
     of the ONNX nodes it stands for (a MatMul and its Add: at the Add). A file without a
@@ -108,7 +108,7 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     Args:
         ir: The GraphIR the file was exported from (`to_onnx`) or imported from
             (`from_onnx`).
-        onnx_model: The onnx.ModelProto, or the path of the file.
+        onnx_model: The onnx.ModelProto, the path of the file, or its bytes.
         *inputs: Batched inputs; generated as `check_exactness` generates them when omitted.
             A file with a fixed batch size (`batch=1`, the verifier profile) is run in
             batches of that size; generated samples are rounded up to whole batches.

@@ -194,9 +194,6 @@ def test_an_import_whose_node_is_named_like_a_derived_constant_exports(tmp_path)
     ncet.to_onnx(ir, tmp_path / "round.onnx")
 
 
-@pytest.mark.xfail(strict=True, reason="runtime.check_onnx takes the export comparison "
-                   "whenever the file carries any ncet.graphir.hash, so the honest import of "
-                   "a file with a stray (or forged) stamp is never certified")
 def test_a_stray_stamp_does_not_steer_the_import_check():
     rs = np.random.RandomState(0)
     model = _model([helper.make_node("Gemm", ["x", "W", "b"], ["h"]),
@@ -363,9 +360,6 @@ def test_negative_conv_strides_are_refused():
 # -- raw Python exceptions -------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="import_check._same_constant views a 0-d tensor as "
-                   "bytes (RuntimeError: self.dim() cannot be 0): check_onnx crashes on every "
-                   "import with a scalar constant (x / 255, x - mean)")
 def test_the_import_check_of_a_scalar_constant():
     """torch.onnx.export writes `(x - 0.5) / 255` with 0-d Constant nodes, so every such
     PyTorch export that imports cannot be certified."""
@@ -544,9 +538,6 @@ def test_huge_declared_dims_are_refused():
         ncet.from_onnx(model)
 
 
-@pytest.mark.xfail(strict=True, reason="runtime.check_onnx reads the file with read_model "
-                   "without accept_bytes: from_onnx takes the file's bytes, check_onnx "
-                   "refuses the same bytes with TypeError")
 def test_the_import_of_bytes_is_certified_from_the_same_bytes():
     data = _model([_node("Relu", ["x"])], X2, Y).SerializeToString()
     ir = ncet.from_onnx(data)
