@@ -2,9 +2,9 @@
 network, in one run.
 
 For every network of the corpus (`../shared/vnncomp` beside the repository, as
-tests/corpus.py finds it; `--corpus` to point elsewhere), as medians of CPU time after a
-warm-up (scale.py's `medians`: the calls compared run interleaved, at least --repeats times and
-until 0.3 s were spent, at most 30 times):
+tests/corpus.py finds it; `--corpus` to point elsewhere), as medians of CPU time on one torch
+thread after a warm-up, in --rounds rounds of each call 2 + 3 times in a row, the last 3 timed
+(`blocked_medians`):
   * `ncet.from_onnx(path)`, from the path as a user calls it (reading and parsing the file
     included); on a network outside the boundary, `ncet.diagnose_onnx(path)` instead (every
     node judged at once), and the row says "refused";
@@ -20,7 +20,7 @@ With --check, also `ncet.check_onnx(ir, path)` of each network that imports, at 
 --check-samples samples per scale, against its floor: the session (optimizations off), one
 forward of the same inputs and one float64 `ncet.evaluate`.
 
-Usage: python benchmarks/onnx_import.py [--networks acasxu,oval21] [--repeats 3]
+Usage: python benchmarks/onnx_import.py [--networks acasxu,oval21] [--rounds 5]
        [--check] [--json out.json]
 Ratios are measured in one run on this (shared) machine; they are not assertions.
 """
@@ -46,10 +46,8 @@ import ncet
 
 if __package__:  # imported as benchmarks.onnx_import (the tests)
     from .cnn_check import machine as base_machine
-    from .scale import medians
 else:  # run as a script: benchmarks/ itself is on sys.path
     from cnn_check import machine as base_machine
-    from scale import medians
 
 _ROOT = Path(__file__).resolve().parent.parent
 CORPUS = (_ROOT / ".." / "shared" / "vnncomp").resolve()
@@ -127,6 +125,38 @@ def stage_shares(call, runs: int = 5) -> dict[str, float]:
     return {s: v / total for s, v in median.items()}
 
 
+def blocked_medians(fns: dict, rounds: int, block: int = 3, lead: int = 2) -> dict[str, float]:
+    """Median CPU seconds of each function (and its median wall seconds under "<name>/wall"):
+    `rounds` rounds, in each of which every function runs `lead` + `block` times in a row and
+    the last `block` runs are timed.
+
+    Not interleaved call by call (scale.py's `medians`): creating an onnxruntime session
+    slows the next calls of this process down for a while (by 0.1-0.4 ms, a third of a small
+    network's import, on the build machine), so a call timed right after one would pay for
+    the session; the `lead` calls absorb that, and the rounds still share the machine's drift
+    between the calls compared.
+    """
+    cpu: dict[str, list[float]] = {name: [] for name in fns}
+    wall: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(rounds):
+        for name, fn in fns.items():
+            for k in range(lead + block):
+                c0, t0 = time.process_time(), time.perf_counter()
+                fn()
+                if k >= lead:
+                    cpu[name].append(time.process_time() - c0)
+                    wall[name].append(time.perf_counter() - t0)
+    result = {name: _median(ts) for name, ts in cpu.items()}
+    result.update({f"{name}/wall": _median(ts) for name, ts in wall.items()})
+    return result
+
+
+def _median(values: list[float]) -> float:
+    values = sorted(values)
+    mid = len(values) // 2
+    return values[mid] if len(values) % 2 else (values[mid - 1] + values[mid]) / 2
+
+
 # --- the corpus ------------------------------------------------------------------------------
 def corpus_networks(root: Path, only: tuple[str, ...] = ()) -> list[str]:
     """Every network of the corpus (relative paths, sorted), or those whose path contains one
@@ -190,9 +220,10 @@ def _quiet(call):
     return run
 
 
-def network_row(root: Path, name: str, repeats: int, onnx2torch, profile: bool) -> dict:
+def network_row(root: Path, name: str, rounds: int, onnx2torch, profile: bool) -> dict:
     """One network: from_onnx (or diagnose_onnx when it is refused), both onnxruntime
-    sessions, onnx2torch, each once as a warm-up and then timed interleaved."""
+    sessions, onnx2torch, each once as a warm-up and then timed in rounds
+    (`blocked_medians`)."""
     path = str(root / name)
     report = ncet.diagnose_onnx(path)
     if report.graph is not None:
@@ -207,13 +238,14 @@ def network_row(root: Path, name: str, repeats: int, onnx2torch, profile: bool) 
         calls["onnx2torch"] = _quiet(functools.partial(onnx2torch.convert, path))
     for call in calls.values():  # the warm-up
         call()
-    t = medians(calls, repeats)
+    t = blocked_medians(calls, rounds)
     row = {"network": name, "nodes": onnx_nodes(path), "bytes": os.path.getsize(path),
            "outcome": outcome, "refusals": sorted({r.code for r in report.rows if r.code}),
            "ncet_s": t["ncet"], "ort_s": t["ort"], "ort_noopt_s": t["ort_noopt"],
            "ncet_over_ort": t["ncet"] / t["ort"],
            "ncet_over_ort_noopt": t["ncet"] / t["ort_noopt"],
            "ncet_wall_s": t["ncet/wall"], "ort_wall_s": t["ort/wall"],
+           "ncet_over_ort_wall": t["ncet/wall"] / t["ort/wall"],
            "onnx2torch_s": t.get("onnx2torch"), "onnx2torch_failure": peer,
            "ncet_over_onnx2torch": t["ncet"] / t["onnx2torch"] if "onnx2torch" in t else None}
     if profile:
@@ -283,7 +315,8 @@ def summary(rows: list[dict]) -> dict:
     """Per peer: how many networks meet from_onnx / peer <= 1, the geometric mean ratio (all,
     and the imported networks alone), and the worst network."""
     out = {}
-    for key in ("ncet_over_ort", "ncet_over_ort_noopt", "ncet_over_onnx2torch"):
+    for key in ("ncet_over_ort", "ncet_over_ort_wall", "ncet_over_ort_noopt",
+                "ncet_over_onnx2torch"):
         timed = [r for r in rows if r[key] is not None]
         worst = max(timed, key=lambda r: r[key], default=None)
         out[key] = {"networks": len(timed), "met": sum(r[key] <= 1 for r in timed),
@@ -302,11 +335,11 @@ def run(args, root: Path) -> dict:
     onnxruntime.set_default_logger_severity(3)  # its warnings on old files, not its options
     result = {"machine": machine(),
               "settings": {"corpus": str(root), "networks": len(names),
-                           "repeats": args.repeats, "threads": args.threads,
+                           "rounds": args.rounds, "threads": args.threads,
                            "check_samples": list(args.check_samples) if args.check else []},
               "rows": [], "checks": []}
     for name in names:
-        row = network_row(root, name, args.repeats, onnx2torch, not args.no_stages)
+        row = network_row(root, name, args.rounds, onnx2torch, not args.no_stages)
         result["rows"].append(row)
         _progress(f"{name}: from_onnx {1e3 * row['ncet_s']:.1f} ms, session "
                   f"{1e3 * row['ort_s']:.1f} ms ({row['ncet_over_ort']:.2f})")
@@ -354,6 +387,7 @@ def table(rows: list[dict]) -> str:
 
 
 PEERS = {"ncet_over_ort": "onnxruntime's session (default options)",
+         "ncet_over_ort_wall": "onnxruntime's session (default options), in wall time",
          "ncet_over_ort_noopt": "onnxruntime's session (graph optimizations off)",
          "ncet_over_onnx2torch": "onnx2torch.convert (where it succeeds)"}
 
@@ -365,9 +399,9 @@ def print_tables(result: dict) -> None:
           f"torch {m['torch']}, onnx {m['onnx']}, onnxruntime {m['onnxruntime']}, onnx2torch "
           f"{m['onnx2torch']}; git {m['git_head']}")
     print(f"\nfrom_onnx (diagnose_onnx when refused) against its peers, {s['networks']} "
-          f"networks of {s['corpus']} (CPU ms, medians of at least {s['repeats']} interleaved "
-          "runs after a warm-up; ratios < 1: from_onnx is faster; target from_onnx / session "
-          "<= 1)\n")
+          f"networks of {s['corpus']} (CPU ms on one torch thread, medians of "
+          f"{3 * s['rounds']} runs after a warm-up, in {s['rounds']} rounds of 3 in a row after "
+          "2 untimed; ratios < 1: from_onnx is faster; target from_onnx / session <= 1)\n")
     print(table(result["rows"]))
     print()
     for key, what in PEERS.items():
@@ -408,9 +442,9 @@ def main(argv=None) -> int:
     parser.add_argument("--networks", type=lambda s: tuple(s.split(",")), default=(),
                         help="only the networks whose path (relative to the corpus) contains "
                              "one of these, comma-separated (default: all)")
-    parser.add_argument("--repeats", type=int, default=5,
-                        help="at least this many interleaved runs of each call (a fast call "
-                             "repeats until 0.3 s were spent, at most 30 times)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds of timed runs (default 5): in each, every call runs 2 "
+                             "times untimed and 3 times timed, in a row")
     parser.add_argument("--no-stages", action="store_true",
                         help="skip the breakdown of from_onnx's time by stage")
     parser.add_argument("--check", action="store_true",

@@ -401,7 +401,7 @@ def test_onnx_import_prints_a_row_per_network(tmp_path, capsys):
 
     out = tmp_path / "import.json"
     assert onnx_import.main(["--corpus", str(corpus_root()), "--networks",
-                             ",".join(_IMPORT_NETWORKS), "--repeats", "1", "--check",
+                             ",".join(_IMPORT_NETWORKS), "--rounds", "1", "--check",
                              "--check-samples", "1", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     rows = result["rows"]
