@@ -442,6 +442,42 @@ def test_onnx_import_prints_a_row_per_network(tmp_path, capsys):
     assert "torchvision" not in sys.modules or importlib.util.find_spec("torchvision")
 
 
+def test_blocked_medians_times_the_last_runs_of_each_block():
+    from benchmarks import import_timing
+
+    calls = {"a": 0, "b": 0}
+
+    def count(name):
+        def fn():
+            calls[name] += 1
+        return fn
+
+    t = import_timing.blocked_medians({"a": count("a"), "b": count("b")}, rounds=2, block=3,
+                                      lead=2)
+    assert calls == {"a": 10, "b": 10}
+    assert set(t) == {"a", "b", "a/wall", "b/wall"} and all(v >= 0 for v in t.values())
+
+
+def test_stage_shares_add_up_and_restore_the_importer(tmp_path):
+    # the wrappers exist for the call only; the shares cover the call
+    from onnx import numpy_helper
+
+    from benchmarks import import_timing
+    from ncet.onnx import importer
+
+    parts = import_timing._timed_parts()
+    assert {stage for _, _, stage in parts} == set(import_timing.STAGES) - {"walk"}
+    originals = [vars(owner)[name] for owner, name, _ in parts]
+    path = tmp_path / "mlp.onnx"
+    ncet.to_onnx(ncet.convert(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()),
+                              (4,)), str(path))
+    shares = import_timing.stage_shares(lambda: ncet.from_onnx(str(path)), runs=3)
+    assert set(shares) == set(import_timing.STAGES)
+    assert sum(shares.values()) == pytest.approx(1) and shares["read"] > 0
+    assert [vars(owner)[name] for owner, name, _ in parts] == originals
+    assert numpy_helper.to_array is originals[1] and importer.read_model is originals[0]
+
+
 def test_onnx_import_says_when_the_corpus_is_missing(tmp_path, capsys):
     from benchmarks import onnx_import
 
