@@ -280,6 +280,8 @@ def _index(imp: Importer, node, chain: list[int], x: Tensor) -> list | None:
     axes = _ints(imp, node, 3) if len(node.input) > 3 and node.input[3] else \
         list(range(offset, offset + len(starts)))
     steps = _ints(imp, node, 4) if len(node.input) > 4 and node.input[4] else [1] * len(starts)
+    if len(set(axes)) != len(axes) or not len(starts) == len(ends) == len(axes) == len(steps):
+        return None
     ranges: dict[int, list[int]] = {}
     for start, end, axis, step in zip(starts, ends, axes, steps):
         k = axis - offset
