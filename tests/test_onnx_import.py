@@ -260,6 +260,12 @@ SPELLINGS = [
     Spelling("Pad-2 + Conv", _pad_then("Conv", 10), ("Conv2d",)),
     Spelling("Pad-11 + Conv", _pad_then("Conv", 13), ("Conv2d",)),
     Spelling("Pad-11 + AveragePool", _pad_then("AveragePool", 13), ("AvgPool2d",)),
+    Spelling("Pad reflect + Conv", dense(
+        IMG, [node("Pad", ["x", "p"], ["q"], mode="reflect"), node("Conv", ["q", "w"], ["y"])],
+        "y", {"p": ints(0, 0, 1, 1, 0, 0, 1, 1), "w": CONV_W}), ("Conv2d",)),
+    Spelling("Pad edge + Conv", dense(
+        IMG, [node("Pad", ["x", "p"], ["q"], mode="edge"), node("Conv", ["q", "w"], ["y"])],
+        "y", {"p": ints(0, 0, 2, 1, 0, 0, 2, 1), "w": CONV_W}), ("Conv2d",)),
     Spelling("Pad of zeros", _with_input("Pad", ["N", 3], "pads", ints(0, 0, 0, 0)),
              ("Identity",)),
     Spelling("BatchNormalization-9", _batch_norm(9), ("BatchNorm",)),
@@ -393,11 +399,7 @@ def _operators(ir) -> tuple[str, ...]:
     return tuple(n.op_type for n in ir.nodes if n.op_type not in ("Input", "Output"))
 
 
-KNOWN_BUGS = {
-    "Mul scalar constant": "check_onnx's comparison with the file's import views each "
-                           "constant as bytes, which torch refuses for a 0-d tensor "
-                           "(ncet/onnx/import_check.py, _same_constant)",
-}
+KNOWN_BUGS: dict[str, str] = {}
 """Rows that fail today for a bug outside this test's reach: strict, so a fix shows."""
 
 
@@ -689,10 +691,13 @@ REFUSALS = [
     Refusal("Slice with a negative step", dense(
         ["N", 4], [node("Slice", ["x", "s", "e", "a", "k"], ["bad"])], "bad",
         {"s": ints(3), "e": ints(0), "a": ints(1), "k": ints(-1)}), "bad", "onnx-indexing"),
-    Refusal("Pad reflect", dense(IMG, [node("Pad", ["x", "p"], ["bad"], mode="reflect"),
-                                       node("Conv", ["bad", "w"], ["y"])], "y",
-                                 {"p": ints(0, 0, 1, 1, 0, 0, 1, 1), "w": CONV_W}),
-            "bad", "onnx-pad"),
+    Refusal("Pad reflect before a Conv that pads too", dense(
+        IMG, [node("Pad", ["x", "p"], ["bad"], mode="reflect"),
+              node("Conv", ["bad", "w"], ["y"], pads=[1, 1, 1, 1])], "y",
+        {"p": ints(0, 0, 1, 1, 0, 0, 1, 1), "w": CONV_W}), "bad", "onnx-pad"),
+    Refusal("Pad reflect before a Relu", dense(
+        IMG, [node("Pad", ["x", "p"], ["bad"], mode="reflect"), node("Relu", ["bad"], ["y"])],
+        "y", {"p": ints(0, 0, 1, 1, 0, 0, 1, 1)}), "bad", "onnx-pad"),
     Refusal("Pad of ones", dense(IMG, [node("Pad", ["x", "p", "v"], ["bad"]),
                                        node("Conv", ["bad", "w"], ["y"])], "y",
                                  {"p": ints(0, 0, 1, 1, 0, 0, 1, 1), "v": np.float32(1.0),

@@ -253,6 +253,9 @@ def _slice(imp: Importer, i: int, node) -> str:
     last = -1
     for start, end, axis, step in zip(starts, ends, axes, steps):
         rank = len(x.shape) + imp.offset
+        if not -rank <= axis < rank:
+            raise ImportRejection("onnx-attribute", f"Slice axis {axis} out of range for "
+                                  f"rank {rank}", "check the file: onnxruntime refuses it too")
         axis %= rank
         if step < 1:
             raise ImportRejection("onnx-indexing", f"Slice with step {step}",

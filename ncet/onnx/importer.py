@@ -15,10 +15,10 @@ import torch
 from onnx import numpy_helper
 
 from ..errors import from_caller
-from ..evaluate import EVALUATORS
 from ..frontend.report import ConversionReport, Row
 from ..ir import GraphIR, IRNode, Source
 from .import_errors import IMPORT_STATUS, ImportRejection, ONNXImportError
+from .import_shapes import ShapeError, output_shape
 from .import_static import BATCH, fold
 from .onnx_file import read_model
 
@@ -78,9 +78,14 @@ class Importer:
             for name in node.input:
                 if name:
                     self.uses.setdefault(name, []).append(i)
+        self.producers = {name: i for i, node in enumerate(self.graph.node)
+                          for name in node.output if name}
         self.graph_outputs = {o.name for o in self.graph.output}
+        self.exported = any(p.key == "ncet.graphir.hash" for p in model.metadata_props)
         self.absorbed: dict[int, tuple[str, int]] = {}  # node -> (op_type, absorbing node)
         self.pads: dict[str, tuple[Tensor, list[int], int]] = {}  # a Pad's value -> folded
+        self.pad_modes: dict[str, str] = {}  # a folded Pad's value -> Conv2d padding_mode
+        self.output_name: str | None = None  # the export's <output> of <output>/<position>
         self.batch = "symbolic"
         self.offset = 1
         self.ghosts: set[str] = set()
@@ -144,23 +149,19 @@ class Importer:
     def emit(self, op_type: str, inputs: list[Tensor], attrs: dict, name: str,
              indices: tuple[int, ...]) -> Tensor:
         """Append one IR node computing ONNX value `name` from `inputs`, its shape worked
-        out by the reference evaluator on shapes alone."""
+        out from theirs (`import_shapes`)."""
         dtypes = {t.dtype for t in inputs}
         if len(dtypes) > 1:
             raise ImportRejection("onnx-dtype", f"operands of dtypes {sorted(dtypes)}")
         dtype = inputs[0].dtype
         source = self.source(indices)
-        draft = IRNode(name, op_type, tuple(t.name for t in inputs), attrs, (), dtype, source)
-        meta = [torch.empty((1, *t.shape), dtype=TORCH_DTYPES[t.dtype], device="meta")
-                for t in inputs]
-        consts = {k: v.to("meta") for k, v in self.constants.items()
-                  if k in attrs.values()}
+        consts = {k: tuple(v.shape) for k, v in self.constants.items() if k in attrs.values()}
         try:
-            shape = tuple(EVALUATORS[op_type](draft, meta, consts).shape[1:])
-        except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+            shape = output_shape(op_type, attrs, [t.shape for t in inputs], consts)
+        except ShapeError as exc:
             raise ImportRejection("onnx-attribute", f"{op_type} with these operands does not "
-                                  f"compute: {str(exc).splitlines()[0][:200]}") from None
-        node = IRNode(name, op_type, draft.inputs, attrs, shape, dtype, source)
+                                  f"compute: {exc}") from None
+        node = IRNode(name, op_type, tuple(t.name for t in inputs), attrs, shape, dtype, source)
         self.nodes.append(node)
         tensor = Tensor(name, shape, dtype)
         self.values[name] = tensor
@@ -189,7 +190,8 @@ class Importer:
                 self.rows[index] = self._row(index, None, "skipped", None, "")
         graph = self._finish()
         return ConversionReport(tuple(self.input_rows) + tuple(self.rows), graph,
-                                notes=tuple(self.notes), unit="ONNX nodes")
+                                notes=tuple(self.notes),
+                                unit="graph inputs and ONNX nodes")
 
     def _inputs(self) -> None:
         from .import_layout import read_inputs
@@ -360,7 +362,13 @@ class Importer:
                (*self.input_rows, *self.rows)):
             return None
         try:
-            self.nodes.append(output_node(self))
+            output = output_node(self)
+            if self.output_name and self.output_name not in \
+                    {n.name for n in self.nodes} | set(self.values):
+                output = IRNode(self.output_name, "Output", output.inputs, output.attrs, None,
+                                "", Source(self.output_name, "onnx", "graph outputs", "", "",
+                                           f"{self.label} outputs"))
+            self.nodes.append(output)
         except ImportRejection as rejection:
             error = ONNXImportError(rejection.code, rejection.reason, node="output",
                                     fx_op="onnx", spelling="graph output", hint=rejection.hint,
