@@ -83,11 +83,12 @@ def output_node(imp: Importer) -> IRNode:
     """The Output node: the graph outputs, each a graph tensor."""
     names = []
     for value in imp.graph.output:
-        if not isinstance(imp.values.get(value.name), Tensor):
+        tensor = imp.values.get(value.name)
+        if not isinstance(tensor, Tensor):
             raise ImportRejection("onnx-output", f"graph output {value.name!r} is fixed: it "
                                   "does not depend on the graph inputs",
                                   "leave the constant out of the file's outputs")
-        names.append(value.name)
+        names.append(tensor.name)  # an Identity read back (import_patterns) names its input
     taken = {n.name for n in imp.nodes} | set(imp.values)
     name, n = "output", 1
     while name in taken:
