@@ -255,6 +255,50 @@ def test_external_data_outside_the_folder_is_refused_before_reading(tmp_path, ca
     assert "onnx-external-data" in READING_REASONS
 
 
+def _hostile(tmp_path, what: str):
+    """A file built to break a reader: declared sizes beyond memory, a cycle, an operand no
+    one defines, a weight whose bytes do not fill its shape, zero bytes."""
+    relu = [helper.make_node("Relu", ["x"], ["y"])]
+    if what == "empty":
+        path = tmp_path / "empty.onnx"
+        path.write_bytes(b"")
+        return path
+    if what == "huge input":
+        path = _save(tmp_path, relu, {}, features=2**62)
+        return path
+    if what == "huge input, several axes":
+        model = onnx.load(_save(tmp_path, relu, {}))
+        dims = model.graph.input[0].type.tensor_type.shape.dim
+        dims[1].dim_value = 2**40
+        dims.add().dim_value = 2**40
+        onnx.save(model, tmp_path / "huge.onnx")
+        return tmp_path / "huge.onnx"
+    if what == "cycle":
+        nodes = [helper.make_node("Add", ["x", "b"], ["a"]),
+                 helper.make_node("Relu", ["a"], ["b"]), helper.make_node("Relu", ["a"], ["y"])]
+        return _save(tmp_path, nodes, {})
+    if what == "undefined operand":
+        return _save(tmp_path, [helper.make_node("Add", ["x", "nowhere"], ["y"])], {})
+    assert what == "short weight"
+    path = mlp(tmp_path)
+    model = onnx.load(path)
+    model.graph.initializer[0].raw_data = b"\0" * 5
+    onnx.save(model, path)
+    return path
+
+
+@pytest.mark.parametrize("what", ["empty", "huge input", "huge input, several axes", "cycle",
+                                  "undefined operand", "short weight"])
+def test_a_hostile_file_fails_without_a_traceback(tmp_path, capsys, what):
+    path = _hostile(tmp_path, what)
+    status, out, err = call(capsys, "import", str(path), "--samples", "1", "-q")
+    assert status == 1, out + err
+    assert "Traceback" not in out + err and err.count("\n") <= 1
+    assert err.startswith("ncet import: error: ") or "not certified:" in out, out + err
+    status, doc, _ = doc_of(capsys, str(path), "--samples", "1", "-q")
+    assert status == 1 and doc["ok"] is False and set(doc) == DOC_KEYS
+
+
 @pytest.mark.parametrize("what", ["missing", "folder"])
 def test_a_path_that_is_no_file_is_a_usage_error(tmp_path, capsys, what):
     path = tmp_path / "nothing.onnx" if what == "missing" else tmp_path
@@ -333,3 +377,41 @@ def test_a_sigmoid_network_of_the_corpus_is_refused_node_by_node(capsys):
         assert f"- node '{name}' (onnx Sigmoid" in out and f"[{code}]" in out
     status, doc, _ = doc_of(capsys, str(path))
     assert [(p["node"], p["code"]) for p in doc["conversion"]["problems"]] == expected
+
+
+# --- ONNX files given to the other commands -----------------------------------------------------
+
+
+def test_diff_reads_an_onnx_side_as_import_does(tmp_path, capsys):
+    path, saved = mlp(tmp_path), tmp_path / "net.ncet"
+    assert call(capsys, "import", str(path), "--no-check", "-o", str(saved))[0] == 0
+    status, out, err = call(capsys, "diff", str(saved), str(path))
+    assert status == 0 and "the GraphIRs are the same" in out, out + err
+    status, out, _ = call(capsys, "diff", str(path), str(mlp(tmp_path, seed=1, name="b.onnx")))
+    assert status == 1 and "the GraphIRs differ" in out
+    status, _, err = call(capsys, "diff", str(path), str(saved), "--input-shape-a", "4")
+    assert status == 2 and "leave --input-shape-a out" in err
+
+
+def test_diff_of_a_refused_onnx_file_lists_its_problems(tmp_path, capsys):
+    path = refused(tmp_path)
+    status, _, err = call(capsys, "diff", str(path), str(mlp(tmp_path)))
+    assert status == 2 and "nothing to compare" in err
+    for row in ncet.diagnose_onnx(path).errors:
+        assert f"- {row.message}" in err
+    status, _, err = call(capsys, "diff", str(tmp_path / "missing.onnx"), str(path))
+    assert status == 2 and "no file" in err
+
+
+@pytest.mark.parametrize("command", ["inspect", "check", "convert"])
+def test_an_onnx_target_points_to_import(tmp_path, capsys, command):
+    path = mlp(tmp_path)
+    extra = ["-o", str(tmp_path / "x.ncet")] if command == "convert" else []
+    status, _, err = call(capsys, command, str(path), *extra)
+    assert status == 2 and f"ncet import {path}" in err and "is an ONNX file" in err
+
+
+def test_show_of_an_onnx_file_points_to_import(tmp_path, capsys):
+    path = mlp(tmp_path)
+    status, _, err = call(capsys, "show", str(path))
+    assert status == 1 and f"type `ncet import {path}`" in err

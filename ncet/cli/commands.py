@@ -179,6 +179,8 @@ def run_show(args: argparse.Namespace) -> int:
             _print_json("show", path=args.file, ok=False, error=str(error), graph=None)
         limit = " (here: --max-check-bytes N or --max-check-work N)" \
             if "meaning check's" in str(error) else ""
+        if args.file.lower().endswith(".onnx"):
+            limit += f"; for an ONNX file, type `ncet import {args.file}`"
         print(f"ncet show: error: {error}{limit}", file=sys.stderr)
         return FAILED
     except FileNotFoundError as error:

@@ -55,13 +55,16 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
 def run_import(args: argparse.Namespace) -> int:
     """`ncet import FILE`: the mapping table, every refused node, the certificate."""
     try:
-        report, model, mode = _import(args.file)
-    except ValueError as error:  # ONNXFileError: not a model NCET reads
+        report, model, mode = read_onnx(args.file)
+    except UsageError:
+        raise
+    except Exception as error:  # noqa: BLE001  a hostile file: one line, never a traceback
+        record = error_record(error, args.file)
         if args.json:
-            print(dumps(document("import", path=args.file, ok=False, error=_error(error),
+            print(dumps(document("import", path=args.file, ok=False, error=record,
                                  onnx=None, batch_mode=None, conversion=None, exactness=None,
                                  output=None)))
-        print(f"ncet import: error: {name_text(str(error))}", file=sys.stderr)
+        print(f"ncet import: error: {name_text(record['message'])}", file=sys.stderr)
         return FAILED
     exactness, check_error = None, None
     if report.ok and not args.no_check:
@@ -97,24 +100,31 @@ def run_import(args: argparse.Namespace) -> int:
     return OK if ok else FAILED
 
 
-def _import(path: str) -> tuple[ConversionReport, Any, str]:
-    """The report of `path`'s import, the model as read and its batch mode.
+def is_onnx(text: str) -> bool:
+    """A command-line argument names an ONNX file (by its suffix, .onnx in any case)."""
+    return text.lower().endswith(".onnx")
+
+
+def read_onnx(path: str) -> tuple[ConversionReport, Any, str]:
+    """The report of `path`'s import (`diagnose_onnx`), the model as read and how its batch
+    axis was read ("symbolic", "fixed" or "none").
 
     Raises:
         UsageError: No such file, a folder, unreadable, or onnx is not installed.
-        ONNXFileError: (a ValueError) The file is not an ONNX model NCET reads.
+        ONNXFileError: (a ValueError) The file is not an ONNX model NCET reads; or anything
+            else the import raises on a hostile file.
     """
     try:
         from ..onnx.importer import import_model
     except ImportError as error:
         raise UsageError("importing ONNX needs onnx, which is not installed: "
-                               "pip install 'ncet[onnx]'") from error
+                         "pip install 'ncet[onnx]'") from error
     if not Path(path).exists():
         raise UsageError(f"no file {path!r}. Give the path of an ONNX model, e.g. "
-                               "ncet import net.onnx")
+                         "ncet import net.onnx")
     if Path(path).is_dir():
         raise UsageError(f"{path!r} is a folder. Give the path of an ONNX model, e.g. "
-                               "ncet import net.onnx")
+                         "ncet import net.onnx")
     try:
         return import_model(path, strict=False)
     except OSError as error:
@@ -141,7 +151,7 @@ def _certify(args: argparse.Namespace, report: ConversionReport
         raise UsageError(f"cannot read {args.file!r}: {error.strerror or error}"
                                ) from error
     except ValueError as error:  # ONNXFileError: onnxruntime cannot load or run it
-        return None, _error(error)
+        return None, error_record(error)
 
 
 def _save(args: argparse.Namespace, report: ConversionReport) -> dict | None:
@@ -157,8 +167,16 @@ def _save(args: argparse.Namespace, report: ConversionReport) -> dict | None:
             "nodes": len(graph.nodes), "constants": len(graph.constants)}
 
 
-def _error(error: Exception) -> dict[str, str | None]:
-    return {"code": getattr(error, "code", None), "message": str(error)}
+def error_record(error: Exception, path: str = "") -> dict[str, str | None]:
+    """An error as the JSON document holds it: its stable reason code (`ONNXFileError`'s
+    `.code`) and message. Anything else the import raises on a hostile file is said with its
+    type and named as NCET's failure, code None."""
+    code = getattr(error, "code", None)
+    if isinstance(code, str):
+        return {"code": code, "message": str(error)}
+    first = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
+    return {"code": None, "message": f"{path!r}: NCET's ONNX import failed on this file "
+                                     f"({type(error).__name__}: {first}); please report it"}
 
 
 # -- what is printed -----------------------------------------------------------------------
