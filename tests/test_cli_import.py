@@ -22,7 +22,8 @@ FAKE = "exact within the certified bounds on 96 samples"
 """What a hostile node name would like to print as a line of its own."""
 
 DOC_KEYS = {"schema_version", "ncet_version", "command", "path", "ok", "error", "onnx",
-            "batch_mode", "conversion", "exactness", "output"}
+            "batch_mode", "conversion", "exactness", "output", "export", "lint",
+            "onnx_exactness"}
 ROW_KEYS = {"node", "onnx_op", "kind", "index", "op_type", "status", "code", "message", "hint",
             "shape", "location"}
 
@@ -166,6 +167,44 @@ def test_an_export_of_ncet_imports_and_is_certified(tmp_path, capsys):
     assert doc["batch_mode"] == "symbolic"
 
 
+def test_export_rewrites_the_file_as_ncet_exports_it(tmp_path, capsys):
+    path, out_path = mlp(tmp_path), tmp_path / "verifier.onnx"
+    args = [str(path), "--samples", "2", "-q", "--export", str(out_path), "--profile",
+            "verifier", "--batch", "1", "--lint", "eran", "--check"]
+    status, out, err = call(capsys, "import", *args)
+    lint = ncet.lint_onnx(out_path, "eran")
+    assert [f.node for f in lint.findings] == ["y/Gemm/2"]  # fc2 has no bias: ERAN refuses
+    assert status == 1, out + err  # a lint finding: exit status 1, the file still written
+    assert f"wrote {out_path}: ONNX opset 18, verifier profile" in out
+    assert "y/Gemm/2 (Gemm) [net.onnx node 2]: rejects" in out
+    ir = ncet.from_onnx(path)
+    assert ncet.check_onnx(ir, out_path, samples_per_scale=2).ok
+    status, doc, _ = doc_of(capsys, *args)
+    assert status == 1 and not doc["ok"] and doc["exactness"]["ok"]
+    assert doc["export"]["path"] == str(out_path) and doc["export"]["profile"] == "verifier"
+    assert doc["export"]["batch_axis"] == 1 and doc["lint"]["eran"]["ok"] is False
+    assert doc["onnx_exactness"]["ok"] is True
+    status, doc, _ = doc_of(capsys, *args[:-3], "--lint", "marabou", "--check")
+    assert doc["lint"]["marabou"]["ok"] is ncet.lint_onnx(out_path, "marabou").ok
+    assert status == (0 if doc["lint"]["marabou"]["ok"] else 1)
+
+
+def test_without_export_there_is_no_export(tmp_path, capsys):
+    status, doc, _ = doc_of(capsys, str(mlp(tmp_path)), "--no-check")
+    assert doc["export"] is None and doc["lint"] == {} and doc["onnx_exactness"] is None
+
+
+@pytest.mark.parametrize("options, expected", [
+    (["--profile", "verifier"], "add --export FILE"),
+    (["--lint", "eran"], "add --export FILE"),
+    (["--export", "x.onnx", "--profile", "nosuch"], "is not an export profile"),
+    (["--export", "x.onnx", "--lint", "nosuch"], "is not a tool NCET lints for"),
+])
+def test_export_options_are_checked_before_reading(tmp_path, capsys, options, expected):
+    status, out, err = call(capsys, "import", str(mlp(tmp_path)), *options)
+    assert status == 2 and out == "" and expected in err
+
+
 # --- refused files ------------------------------------------------------------------------------
 
 
@@ -195,8 +234,11 @@ def test_a_refused_file_in_json_and_nothing_written(tmp_path, capsys):
         ("squash", "Sigmoid", 1, "onnx-unsupported-op"),
         ("probabilities", "Softmax", 3, "onnx-unsupported-op")]
     assert all(p["hint"] for p in problems) and doc["conversion"]["graph"] is None
-    status, out, _ = call(capsys, "import", str(path), "-o", str(saved))
+    exported = tmp_path / "net.onnx"
+    status, out, _ = call(capsys, "import", str(path), "-o", str(saved), "--export",
+                          str(exported))
     assert status == 1 and f"nothing written to {saved}" in out
+    assert f"nothing written to {exported}" in out and not exported.exists()
 
 
 def test_a_certificate_that_fails_is_exit_status_1(tmp_path, capsys, monkeypatch):

@@ -15,9 +15,11 @@ import ncet
 from ..exactness.check import DEFAULT_SCALES
 from ..exactness.report import ExactnessReport
 from ..frontend.report import STATUSES, ConversionReport, Row
-from .commands import UsageError
+from ..render.export_section import ExportFacts
+from .commands import UsageError, check_export, export_to, print_export
+from .exporting import EXPORT_OPTIONS
 from .progress import ProgressBar
-from .records import document, dumps, exactness_record
+from .records import document, dumps, exactness_record, export_fields
 from .terminal import name_text, shown_exactness
 
 OK, FAILED = 0, 1
@@ -31,10 +33,12 @@ DESCRIPTION = (
     "--no-check, certify the GraphIR against onnxruntime running the original file, node "
     "by node, within the certified floating-point bound (ncet.check_onnx). Nothing in the "
     "file is executed before the check, and the check runs only the file as onnxruntime "
-    "loads it. Exit status 0 when the file imports and is certified (or imports, with "
-    "--no-check); 1 when a node is refused, the certificate fails, or the file is not a "
-    "readable ONNX model (one line on stderr); 2 for usage errors (no such file, onnx "
-    "not installed).")
+    "loads it. With --export, the GraphIR is written back as ONNX, linted and checked as "
+    "`ncet export` does it. Exit status 0 when the file imports and is certified (or "
+    "imports, with --no-check) and the export, if asked for, passes every lint and check; "
+    "1 when a node is refused, a certificate fails, a lint tool has findings, or the file "
+    "is not a readable ONNX model (one line on stderr); 2 for usage errors (no such file, "
+    "an unknown profile or tool, onnx not installed).")
 
 _WHERE = re.compile(r" (?P<kind>input|node|nodes) (?P<index>[\d, ]+)$| (?P<output>outputs)$")
 """The end of an ONNX row's `location` ("<file> node 3", "<file> input 0", "<file>
@@ -50,10 +54,17 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     command.add_argument("-o", "--output", default=None, metavar="FILE", help=(
         "save the GraphIR to FILE (ncet.save, e.g. net.ncet) when the file imports; it is "
         "written even when the certificate then fails, as the exit status says"))
+    command.add_argument("--export", default=None, metavar="FILE", help=(
+        "write the GraphIR as ONNX to FILE too, as `ncet export` writes it (e.g. "
+        "--export net.verifier.onnx --profile verifier --lint eran --check: the file "
+        "rewritten in the spelling verification tools read, linted, and certified against "
+        "the GraphIR); the export options below apply only with --export"))
 
 
 def run_import(args: argparse.Namespace) -> int:
-    """`ncet import FILE`: the mapping table, every refused node, the certificate."""
+    """`ncet import FILE`: the mapping table, every refused node, the certificate; with
+    --export, the GraphIR written as ONNX, linted and checked as `ncet export` does it."""
+    _check_options(args)
     try:
         report, model, mode = read_onnx(args.file)
     except UsageError:
@@ -63,21 +74,23 @@ def run_import(args: argparse.Namespace) -> int:
         if args.json:
             print(dumps(document("import", path=args.file, ok=False, error=record,
                                  onnx=None, batch_mode=None, conversion=None, exactness=None,
-                                 output=None)))
+                                 output=None, **export_fields(None))))
         print(f"ncet import: error: {name_text(record['message'])}", file=sys.stderr)
         return FAILED
     exactness, check_error = None, None
     if report.ok and not args.no_check:
         exactness, check_error = _certify(args, report)
     written = _save(args, report) if report.ok else None
+    facts = export_to(args, report.graph, args.export) if report.ok and args.export else None
     imported_ok = report.ok and check_error is None
-    ok = imported_ok and (args.no_check or (exactness is not None and exactness.ok))
+    ok = imported_ok and (args.no_check or (exactness is not None and exactness.ok)) and \
+        (facts is None or facts.ok)
     if args.json:
         print(dumps(document(
             "import", path=args.file, ok=ok, error=check_error, onnx=_file_record(model),
             batch_mode=mode, conversion=import_record(report),
             exactness=None if exactness is None else exactness_record(exactness),
-            output=written)))
+            output=written, **export_fields(facts))))
         return OK if ok else FAILED
     _print_mapping(args.file, report)
     if not report.ok:
@@ -97,7 +110,30 @@ def run_import(args: argparse.Namespace) -> int:
         print(f"wrote {args.output}: GraphIR with {written['nodes']} nodes and "
               f"{written['constants']} constants ({written['bytes']:,} bytes)"
               if written else f"nothing written to {args.output}")
+    if args.export is not None:
+        _print_export(args.export, facts)
     return OK if ok else FAILED
+
+
+def _check_options(args: argparse.Namespace) -> None:
+    """Export options only with --export, and naming a profile and tools there are."""
+    given = [f"--{o}" for o in EXPORT_OPTIONS if getattr(args, o) not in (None, False, [])]
+    if given and args.export is None:
+        raise UsageError(f"{', '.join(given)} shape(s) the ONNX file --export writes: add "
+                         "--export FILE, e.g. ncet import net.onnx --export out.onnx "
+                         "--profile verifier")
+    if args.export is not None:
+        check_export(args)
+
+
+def _print_export(path: str, facts: ExportFacts | None) -> None:
+    if facts is None:
+        print(f"nothing written to {path}")
+    elif not facts.exported:
+        print(f"\nONNX export refused: {facts.error}\nnothing written to {path}")
+    else:
+        print()
+        print_export(facts)
 
 
 def is_onnx(text: str) -> bool:

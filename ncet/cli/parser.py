@@ -55,7 +55,9 @@ COMMAND_EXAMPLES = {
              "ncet diff small.py:Net wide.py:Net --input-shape-a 16 --input-shape-b 32"),
     "import": ("ncet import net.onnx",
                "ncet import net.onnx --no-check --json",
-               "ncet import ACASXU_run2a_1_1_batch_2000.onnx --samples 8 -o acasxu.ncet"),
+               "ncet import ACASXU_run2a_1_1_batch_2000.onnx --samples 8 -o acasxu.ncet",
+               "ncet import net.onnx --export net.verifier.onnx --profile verifier --lint eran "
+               "--check"),
     "report": ("ncet report residual_cnn -o report.html",
                "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html",
                "ncet report mlp -o mlp.html --export --profile verifier --lint eran --check"),
@@ -153,7 +155,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "compare two GraphIRs (files or models) node by node",
                     diffing.DESCRIPTION)
     diffing.add_arguments(diff)
-    imported = _command(sub, "import", importing.run_import, [checking, json_only],
+    imported = _command(sub, "import", importing.run_import, [checking, exporting, json_only],
                         "read an ONNX file into GraphIR and certify it against onnxruntime",
                         importing.DESCRIPTION)
     importing.add_arguments(imported)
