@@ -409,6 +409,14 @@ def test_acasxu_imports_and_is_certified(capsys):
     assert doc["exactness"]["worst_ratio"] <= 1
 
 
+def test_a_network_without_a_batch_axis_runs_one_sample_at_a_time(capsys):
+    path = corpus_root() / "test" / "test_nano.onnx"
+    status, doc, _ = doc_of(capsys, str(path), "--samples", "2", "-q")
+    assert status == 0 and doc["batch_mode"] == "none" and doc["exactness"]["ok"]
+    assert doc["conversion"]["notes"] == list(ncet.diagnose_onnx(path).notes)
+    assert "no batch axis" in doc["conversion"]["notes"][0]
+
+
 def test_a_sigmoid_network_of_the_corpus_is_refused_node_by_node(capsys):
     path = corpus_root() / "eran" / "nets" / "ffnnSIGMOID__Point_6x200.onnx"
     expected = [(r.fx_name, r.code) for r in ncet.diagnose_onnx(path).errors]
