@@ -81,8 +81,17 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
 @from_caller
 def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True,
                end_to_end=True, threads=0, progress=False, keep_samples=256):
-    """Certify an exported ONNX file: run it in onnxruntime and hold every IR node's value
-    to the same certified bound as `check_exactness` holds PyTorch's.
+    """Certify an ONNX file against its GraphIR: an exported file (`to_onnx`), or the file
+    an imported GraphIR came from (`from_onnx`). onnxruntime runs the file and every IR
+    node's value is held to the same certified bound as `check_exactness` holds PyTorch's.
+
+    For an imported GraphIR (its provenance is an ONNX file's) and a file that is not its
+    export (no `ncet.graphir.hash` stamp, or another GraphIR's), the file is the original: it is imported again and compared
+    with `ir` node by node and constant by constant (a difference is a violation at that
+    node), and each IR node is checked at the ONNX value it is named after, the last value
+    of the ONNX nodes it stands for (a MatMul and its Add: at the Add). A file without a
+    batch axis, or with a batch of 1, runs one sample at a time (docs/onnx-import.md).
+    Otherwise the file is an export, as follows.
 
     onnxruntime runs the file on its CPU provider with graph optimizations off and every IR
     node's value exposed (the ONNX value its pattern ends in, named after the node). Each
@@ -97,8 +106,9 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     its kernels (docs/exactness.md §6). Needs the `onnx` extra.
 
     Args:
-        ir: The GraphIR the file was exported from (`to_onnx`).
-        onnx_model: The onnx.ModelProto, or the path of the file.
+        ir: The GraphIR the file was exported from (`to_onnx`) or imported from
+            (`from_onnx`).
+        onnx_model: The onnx.ModelProto, the path of the file, or its bytes.
         *inputs: Batched inputs; generated as `check_exactness` generates them when omitted.
             A file with a fixed batch size (`batch=1`, the verifier profile) is run in
             batches of that size; generated samples are rounded up to whole batches.

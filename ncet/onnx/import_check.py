@@ -21,9 +21,10 @@ def is_import(ir: GraphIR) -> bool:
 
 
 def _same_constant(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """The same dtype, shape and bits (a 0-d constant too; -0.0 is not 0.0)."""
     return a.dtype == b.dtype and a.shape == b.shape and \
-        a.contiguous().view(torch.uint8).equal(b.contiguous().view(torch.uint8)) \
-        if a.numel() else (a.dtype == b.dtype and a.shape == b.shape)
+        a.detach().cpu().contiguous().numpy().tobytes() == \
+        b.detach().cpu().contiguous().numpy().tobytes()
 
 
 def import_faults(ir: GraphIR, model: onnx.ModelProto) -> tuple[dict[str, str], str]:

@@ -15,10 +15,10 @@ import torch
 from onnx import numpy_helper
 
 from ..errors import from_caller
-from ..evaluate import EVALUATORS
 from ..frontend.report import ConversionReport, Row
 from ..ir import GraphIR, IRNode, Source
 from .import_errors import IMPORT_STATUS, ImportRejection, ONNXImportError
+from .import_shapes import ShapeError, output_shape
 from .import_static import BATCH, fold
 from .onnx_file import read_model
 
@@ -144,23 +144,19 @@ class Importer:
     def emit(self, op_type: str, inputs: list[Tensor], attrs: dict, name: str,
              indices: tuple[int, ...]) -> Tensor:
         """Append one IR node computing ONNX value `name` from `inputs`, its shape worked
-        out by the reference evaluator on shapes alone."""
+        out from theirs (`import_shapes`)."""
         dtypes = {t.dtype for t in inputs}
         if len(dtypes) > 1:
             raise ImportRejection("onnx-dtype", f"operands of dtypes {sorted(dtypes)}")
         dtype = inputs[0].dtype
         source = self.source(indices)
-        draft = IRNode(name, op_type, tuple(t.name for t in inputs), attrs, (), dtype, source)
-        meta = [torch.empty((1, *t.shape), dtype=TORCH_DTYPES[t.dtype], device="meta")
-                for t in inputs]
-        consts = {k: v.to("meta") for k, v in self.constants.items()
-                  if k in attrs.values()}
+        consts = {k: tuple(v.shape) for k, v in self.constants.items() if k in attrs.values()}
         try:
-            shape = tuple(EVALUATORS[op_type](draft, meta, consts).shape[1:])
-        except (RuntimeError, ValueError, IndexError, TypeError) as exc:
+            shape = output_shape(op_type, attrs, [t.shape for t in inputs], consts)
+        except ShapeError as exc:
             raise ImportRejection("onnx-attribute", f"{op_type} with these operands does not "
-                                  f"compute: {str(exc).splitlines()[0][:200]}") from None
-        node = IRNode(name, op_type, draft.inputs, attrs, shape, dtype, source)
+                                  f"compute: {exc}") from None
+        node = IRNode(name, op_type, tuple(t.name for t in inputs), attrs, shape, dtype, source)
         self.nodes.append(node)
         tensor = Tensor(name, shape, dtype)
         self.values[name] = tensor
@@ -189,7 +185,8 @@ class Importer:
                 self.rows[index] = self._row(index, None, "skipped", None, "")
         graph = self._finish()
         return ConversionReport(tuple(self.input_rows) + tuple(self.rows), graph,
-                                notes=tuple(self.notes), unit="ONNX nodes")
+                                notes=tuple(self.notes),
+                                unit="graph inputs and ONNX nodes")
 
     def _inputs(self) -> None:
         from .import_layout import read_inputs

@@ -253,6 +253,17 @@ def whole_batches(per_scale, batch: int):
     return -(-per_scale // step) * step
 
 
+def _stamped_by(ir: GraphIR, stamp: str | None) -> bool:
+    """Whether a file's `ncet.graphir.hash` says it is this GraphIR's export (a stamp of
+    another GraphIR, say the one a file was imported from, is not)."""
+    if stamp is None:
+        return False
+    try:
+        return stamp == graphir_sha256(ir)
+    except ExportError:
+        return False
+
+
 def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale: int = 32,
                seed: int = 0, local: bool = True, end_to_end: bool = True, threads: int = 0,
                progress: bool | Callable[[int, int], None] = False,
@@ -271,10 +282,11 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
     threads = int(threads)
     inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs)
     imported = is_import(ir)
-    model = read_model(onnx_model, "check_onnx", weights_as_inputs=imported)
+    model = read_model(onnx_model, "check_onnx", accept_bytes=True,
+                       weights_as_inputs=imported)
     props = {p.key: p.value for p in model.metadata_props}
     stamp = props.get("ncet.graphir.hash")
-    if imported and stamp is None:  # the file this GraphIR was imported from
+    if imported and not _stamped_by(ir, stamp):  # the file this GraphIR was imported from
         faults, mode = import_faults(ir, model)
         batch = batch_of(mode)
         if batch is not None and not inputs:
