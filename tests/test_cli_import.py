@@ -88,7 +88,7 @@ def test_import_prints_the_mapping_then_the_certificate(tmp_path, capsys):
     assert rows["fc2"][:5] == ["fc2", "Gemm", "2", "Linear", "mapped"]
     report = ncet.diagnose_onnx(path)
     assert f"batch axis: {report.notes[0]}" in lines and "symbolic" in report.notes[0]
-    assert f"{path}: 4 ONNX nodes (4 mapped); imports to" in out
+    assert f"{path}: 4 {report.unit} (4 mapped); imports to" in out
     check = ncet.check_onnx(report.graph, path, samples_per_scale=4)
     assert check.ok
     assert f"onnxruntime running {path} against the GraphIR:" in lines

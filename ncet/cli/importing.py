@@ -181,13 +181,13 @@ def _certify(args: argparse.Namespace, report: ConversionReport
                                seed=args.seed, progress=progress), None
     except ImportError as error:
         raise UsageError("certifying the import needs onnxruntime, which is not "
-                               "installed: pip install 'ncet[onnx]', or give --no-check"
-                               ) from error
+                         "installed: pip install 'ncet[onnx]', or give --no-check") from error
     except OSError as error:  # the file went away between the import and the check
-        raise UsageError(f"cannot read {args.file!r}: {error.strerror or error}"
-                               ) from error
+        raise UsageError(f"cannot read {args.file!r}: {error.strerror or error}") from error
     except ValueError as error:  # ONNXFileError: onnxruntime cannot load or run it
-        return None, error_record(error)
+        return None, error_record(error, args.file, "check_onnx", documented=True)
+    except Exception as error:  # noqa: BLE001  a hostile file: one line, never a traceback
+        return None, error_record(error, args.file, "check_onnx")
 
 
 def _save(args: argparse.Namespace, report: ConversionReport) -> dict | None:
@@ -203,15 +203,17 @@ def _save(args: argparse.Namespace, report: ConversionReport) -> dict | None:
             "nodes": len(graph.nodes), "constants": len(graph.constants)}
 
 
-def error_record(error: Exception, path: str = "") -> dict[str, str | None]:
+def error_record(error: Exception, path: str, stage: str = "NCET's ONNX import",
+                 documented: bool = False) -> dict[str, str | None]:
     """An error as the JSON document holds it: its stable reason code (`ONNXFileError`'s
-    `.code`) and message. Anything else the import raises on a hostile file is said with its
-    type and named as NCET's failure, code None."""
+    `.code`) and message. A `documented` error without a code (a ValueError check_onnx
+    raises) is said as it is; anything else raised on a hostile file is said with its type
+    and named as `stage`'s failure, code None."""
     code = getattr(error, "code", None)
-    if isinstance(code, str):
-        return {"code": code, "message": str(error)}
+    if isinstance(code, str) or documented:
+        return {"code": code if isinstance(code, str) else None, "message": str(error)}
     first = str(error).strip().splitlines()[0][:300] if str(error).strip() else ""
-    return {"code": None, "message": f"{path!r}: NCET's ONNX import failed on this file "
+    return {"code": None, "message": f"{path!r}: {stage} failed on this file "
                                      f"({type(error).__name__}: {first}); please report it"}
 
 
