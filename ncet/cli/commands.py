@@ -38,7 +38,7 @@ from .records import (
     graph_record,
 )
 from .targets import Target, TargetError, load_target
-from .terminal import shown_graphs
+from .terminal import shown_exactness, shown_graphs
 
 OK, FAILED = 0, 1
 """Exit statuses; argparse and UsageError give 2."""
@@ -169,10 +169,11 @@ def print_export(facts: ExportFacts) -> None:
         print()
         print(str(lint).rstrip("\n"))
     if facts.check is not None:
+        check = shown_exactness(facts.check)  # an imported GraphIR's names are the file's
         print("\nonnxruntime against the GraphIR:")
-        print(facts.check.table())
+        print(check.table())
         print()
-        print(facts.check.summary())
+        print(check.summary())
 
 
 def run_show(args: argparse.Namespace) -> int:
