@@ -86,11 +86,12 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     node's value is held to the same certified bound as `check_exactness` holds PyTorch's.
 
     For an imported GraphIR (its provenance is an ONNX file's) and a file that is not its
-    export (no `ncet.graphir.hash` stamp, or another GraphIR's), the file is the original: it is imported again and compared
-    with `ir` node by node and constant by constant (a difference is a violation at that
-    node), and each IR node is checked at the ONNX value it is named after, the last value
-    of the ONNX nodes it stands for (a MatMul and its Add: at the Add). A file without a
-    batch axis, or with a batch of 1, runs one sample at a time (docs/onnx-import.md).
+    export (no `ncet.graphir.hash` stamp, or another GraphIR's), the file is the original:
+    it is imported again and compared with `ir` node by node and constant by constant (a
+    difference is a violation at that node), and each IR node is checked at the ONNX value
+    it is named after, the last value of the ONNX nodes it stands for (a MatMul and its
+    Add: at the Add). onnxruntime runs a file without a batch axis, or with a batch of 1,
+    one sample at a time (docs/onnx-import.md).
     Otherwise the file is an export, as follows.
 
     onnxruntime runs the file on its CPU provider with graph optimizations off and every IR

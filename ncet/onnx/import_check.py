@@ -71,19 +71,18 @@ def import_faults(ir: GraphIR, model: onnx.ModelProto) -> tuple[dict[str, str], 
 
 
 def one_sample_at_a_time(run: Callable, mode: str) -> Callable:
-    """A file without a batch axis takes one sample as it stands: the runner is given a
-    batch of one, fed without its batch axis, and its values are given one back."""
-    if mode != "none":
+    """A file with a batch of 1, or without a batch axis (it takes one sample as it stands),
+    runs each sample of a chunk on its own (without its batch axis, for the latter), and
+    the chunk's values are the samples' stacked: the certificate's arithmetic then runs on
+    whole chunks, not sample by sample."""
+    if mode == "symbolic":
         return run
 
-    def unbatched(inputs: list[torch.Tensor]):
-        values, outputs = run([x[0] for x in inputs])
-        return ({k: v.unsqueeze(0) for k, v in values.items()},
-                [v.unsqueeze(0) for v in outputs])
-    return unbatched
-
-
-def batch_of(mode: str) -> int | None:
-    """The chunk size the file takes: any (symbolic), or one sample at a time."""
-    return None if mode == "symbolic" else 1
-
+    def per_sample(inputs: list[torch.Tensor]):
+        runs = [run([x[i] if mode == "none" else x[i:i + 1] for x in inputs])
+                for i in range(inputs[0].shape[0])]
+        glue = torch.stack if mode == "none" else torch.cat
+        values = {k: glue([values[k] for values, _ in runs]) for k in runs[0][0]}
+        outputs = [glue([outs[j] for _, outs in runs]) for j in range(len(runs[0][1]))]
+        return values, outputs
+    return per_sample

@@ -11,6 +11,18 @@ import numpy as np
 from .import_conv import CONV_RULES
 from .import_errors import ImportRejection
 from .import_layout import LAYOUT_RULES
+from .import_patterns import (
+    batch_norm_defaults,
+    index_chain,
+    leaky_relu_max,
+    mode_pad,
+    output_identity,
+    padded_conv,
+    scalar_operand,
+    scaled_operand,
+    scaled_tensor,
+    transposed_initializer,
+)
 from .import_static import attribute
 from .importer import Importer, Tensor
 
@@ -33,6 +45,10 @@ def _leaky_relu(imp: Importer, i: int, node) -> str:
     if slope == 1.0:
         return _emit1("Identity")(imp, i, node)
     return _emit1("LeakyReLU", {"negative_slope": slope})(imp, i, node)
+
+
+def _identity(imp: Importer, i: int, node) -> str:
+    return output_identity(imp, node) or _emit1("Identity")(imp, i, node)
 
 
 def _dropout(imp: Importer, i: int, node) -> str:
@@ -92,24 +108,36 @@ def _broadcast(a, b) -> tuple[int, ...] | None:
 
 def _binary(kind: str):
     def rule(imp: Importer, i: int, node) -> str:
-        a, b = node.input[:2]
-        ta, tb = (isinstance(imp.values.get(n), Tensor) for n in (a, b))
-        if ta and tb:
-            if kind in ("mul", "div"):
-                raise ImportRejection("onnx-tensor-tensor", f"{node.op_type} of two graph "
-                                      "tensors")
-            x, y = imp.tensor(a), imp.tensor(b)
-            if len(x.shape) != len(y.shape) or _broadcast(x.shape, y.shape) is None:
-                raise ImportRejection("onnx-broadcast", f"{node.op_type} of shapes "
-                                      f"{list(x.shape)} and {list(y.shape)} per sample: they "
-                                      "would broadcast across the batch axis")
-            op_type = "Add" if kind == "add" else "Sub"
-            imp.emit(op_type, [x, y], {"alpha": 1.0}, node.output[0], (i,))
-            return op_type
-        position = 0 if ta else 1
-        x = imp.tensor(a if ta else b)
-        return affine(imp, i, node, kind, x, b if ta else a, position)
+        made = None
+        if kind == "mul":
+            made = leaky_relu_max(imp, i, node) or scaled_tensor(imp, i, node)
+        elif kind in ("add", "sub"):
+            made = scaled_operand(imp, i, node, kind)
+        if made is None:
+            made = _plain_binary(imp, i, node, kind)
+            scalar_operand(imp, node)
+        return made
     return rule
+
+
+def _plain_binary(imp: Importer, i: int, node, kind: str) -> str:
+    a, b = node.input[:2]
+    ta, tb = (isinstance(imp.values.get(n), Tensor) for n in (a, b))
+    if ta and tb:
+        if kind in ("mul", "div"):
+            raise ImportRejection("onnx-tensor-tensor", f"{node.op_type} of two graph "
+                                  "tensors")
+        x, y = imp.tensor(a), imp.tensor(b)
+        if len(x.shape) != len(y.shape) or _broadcast(x.shape, y.shape) is None:
+            raise ImportRejection("onnx-broadcast", f"{node.op_type} of shapes "
+                                  f"{list(x.shape)} and {list(y.shape)} per sample: they "
+                                  "would broadcast across the batch axis")
+        op_type = "Add" if kind == "add" else "Sub"
+        imp.emit(op_type, [x, y], {"alpha": 1.0}, node.output[0], (i,))
+        return op_type
+    position = 0 if ta else 1
+    x = imp.tensor(a if ta else b)
+    return affine(imp, i, node, kind, x, b if ta else a, position)
 
 
 def _neg(imp: Importer, i: int, node) -> str:
@@ -130,8 +158,8 @@ def _bias_after(imp: Importer, i: int, value: str, width: int, dtype: str):
         return None
     add = imp.graph.node[j]
     other = add.input[1] if add.input[0] == value else add.input[0]
-    if other == value:
-        return None
+    if other == value or (imp.exported and not value.startswith(add.output[0] + "/")):
+        return None  # in NCET's export a bias Add's MatMul writes `<node>/...`
     bias = imp.values.get(other)
     if not isinstance(bias, np.ndarray) or bias.shape != (width,) or \
             bias.dtype != np.dtype(dtype):
@@ -163,7 +191,9 @@ def _matmul(imp: Importer, i: int, node) -> str:
                                   f"{vb.ndim}: only a matrix is a dense layer")
         if not va.shape:
             raise ImportRejection("onnx-batch-axis", "MatMul of a per-sample scalar")
-        weight = imp.derived(b, vb.T, va.dtype, "the weight", "transposed")
+        original = transposed_initializer(imp, b)
+        weight = imp.lift(original, imp.values[original], va.dtype, "the weight") \
+            if original else imp.derived(b, vb.T, va.dtype, "the weight", "transposed")
         return _linear(imp, i, node, va, weight, node.output[0])
     x = imp.tensor(b)
     if imp.offset or len(x.shape) != 1 or va.ndim != 2:
@@ -223,10 +253,30 @@ def _reduce_sum(imp: Importer, i: int, node) -> str:
     return "Linear"
 
 
+def _batch_normalization(imp: Importer, i: int, node) -> str:
+    made = CONV_RULES["BatchNormalization"](imp, i, node)
+    batch_norm_defaults(imp, node)
+    return made
+
+
+def _pad(imp: Importer, i: int, node) -> str:
+    return mode_pad(imp, i, node) or CONV_RULES["Pad"](imp, i, node)
+
+
+def _conv(imp: Importer, i: int, node) -> str:
+    made = CONV_RULES["Conv"](imp, i, node)
+    padded_conv(imp, node)
+    return made
+
+
+def _slice(imp: Importer, i: int, node) -> str:
+    return index_chain(imp, i, node) or LAYOUT_RULES["Slice"](imp, i, node)
+
+
 IMPORT_RULES = {
     "Relu": _emit1("ReLU"),
     "LeakyRelu": _leaky_relu,
-    "Identity": _emit1("Identity"),
+    "Identity": _identity,
     "Dropout": _dropout,
     "Cast": _cast,
     "Add": _binary("add"),
@@ -239,5 +289,9 @@ IMPORT_RULES = {
     "ReduceSum": _reduce_sum,
     **LAYOUT_RULES,
     **CONV_RULES,
+    "BatchNormalization": _batch_normalization,
+    "Pad": _pad,
+    "Conv": _conv,
+    "Slice": _slice,
 }
 """ONNX op type -> the rule that maps one of its nodes onto canonical operators."""

@@ -78,9 +78,14 @@ class Importer:
             for name in node.input:
                 if name:
                     self.uses.setdefault(name, []).append(i)
+        self.producers = {name: i for i, node in enumerate(self.graph.node)
+                          for name in node.output if name}
         self.graph_outputs = {o.name for o in self.graph.output}
+        self.exported = any(p.key == "ncet.graphir.hash" for p in model.metadata_props)
         self.absorbed: dict[int, tuple[str, int]] = {}  # node -> (op_type, absorbing node)
         self.pads: dict[str, tuple[Tensor, list[int], int]] = {}  # a Pad's value -> folded
+        self.pad_modes: dict[str, str] = {}  # a folded Pad's value -> Conv2d padding_mode
+        self.output_name: str | None = None  # the export's <output> of <output>/<position>
         self.batch = "symbolic"
         self.offset = 1
         self.ghosts: set[str] = set()
@@ -357,7 +362,13 @@ class Importer:
                (*self.input_rows, *self.rows)):
             return None
         try:
-            self.nodes.append(output_node(self))
+            output = output_node(self)
+            if self.output_name and self.output_name not in \
+                    {n.name for n in self.nodes} | set(self.values):
+                output = IRNode(self.output_name, "Output", output.inputs, output.attrs, None,
+                                "", Source(self.output_name, "onnx", "graph outputs", "", "",
+                                           f"{self.label} outputs"))
+            self.nodes.append(output)
         except ImportRejection as rejection:
             error = ONNXImportError(rejection.code, rejection.reason, node="output",
                                     fx_op="onnx", spelling="graph output", hint=rejection.hint,

@@ -23,7 +23,7 @@ from ..exactness.runtime_check import check_runtime
 from ..ir import GraphIR
 from .builder import ELEMENT_TYPES, ExportError
 from .file_comparison import fixed_batch, structural_faults
-from .import_check import batch_of, import_faults, is_import, one_sample_at_a_time
+from .import_check import import_faults, is_import, one_sample_at_a_time
 from .model import graphir_sha256
 from .onnx_file import ONNXFileError, read_model
 
@@ -288,13 +288,10 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
     stamp = props.get("ncet.graphir.hash")
     if imported and not _stamped_by(ir, stamp):  # the file this GraphIR was imported from
         faults, mode = import_faults(ir, model)
-        batch = batch_of(mode)
-        if batch is not None and not inputs:
-            samples_per_scale = whole_batches(samples_per_scale, batch)
         run = one_sample_at_a_time(onnxruntime_runner(ir, model, threads, faults), mode)
         return check_runtime(ir, run, *inputs, runtime=f"onnxruntime {ort.__version__}",
                              context="; the file as imported (from_onnx)",
-                             arithmetic=read_onnxruntime_arithmetic(threads), batch=batch,
+                             arithmetic=read_onnxruntime_arithmetic(threads),
                              samples_per_scale=samples_per_scale, seed=seed, local=local,
                              end_to_end=end_to_end, faults=faults, progress=progress,
                              keep_samples=keep_samples)
