@@ -12,7 +12,7 @@ import pytest
 import ncet
 from ncet.onnx.onnx_file import READING_REASONS
 from tests.corpus import corpus_root
-from tests.test_cli import call, run
+from tests.test_cli import call
 
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
@@ -388,13 +388,14 @@ def test_value_names_print_on_one_line_in_the_certificate(tmp_path, capsys):
 # --- the command line ---------------------------------------------------------------------------
 
 
-def test_help_lists_import_with_examples():
-    result = run("--help")
-    assert result.returncode == 0 and "    import" in result.stdout
-    result = run("import", "--help")
-    assert result.returncode == 0
-    for flag in ("--no-check", "--samples", "--seed", "--json", "-o FILE", "examples:"):
-        assert flag in result.stdout
+def test_help_lists_import_with_examples(capsys):
+    status, out, _ = call(capsys, "--help")
+    assert status == 0 and "    import" in out
+    status, out, _ = call(capsys, "import", "--help")
+    assert status == 0 and "usage: ncet import" in out
+    for flag in ("--no-check", "--samples", "--seed", "--json", "-o FILE", "--export FILE",
+                 "--profile", "examples:"):
+        assert flag in out
 
 
 # --- the VNN-COMP corpus ------------------------------------------------------------------------
