@@ -139,10 +139,6 @@ def _shadowing_model(k: np.ndarray, w: np.ndarray):
                    _init("ten", np.array([10.0], np.float32))])
 
 
-@pytest.mark.xfail(strict=True, reason="Importer.derived picks 'W:transposed' for the "
-                   "transposed weight because no value of that name has been seen yet; "
-                   "the later Constant of that name is then lifted by Importer.lift, which "
-                   "returns the existing constant without comparing values")
 def test_a_constant_named_like_a_derived_one_keeps_its_own_value():
     rs = np.random.RandomState(0)
     w = rs.randn(3, 3).astype(np.float32)
@@ -156,10 +152,6 @@ def test_a_constant_named_like_a_derived_one_keeps_its_own_value():
     _refused_or_agrees(model, _samples([3, 3], batches=(2,)))
 
 
-@pytest.mark.xfail(strict=True, reason="the derived-name collision (Importer.derived / "
-                   "Importer.lift) makes the reimport in import_faults just as wrong, and a "
-                   "one-bit difference is inside the certified bound: the certificate says "
-                   "exact while the GraphIR's constant is not the file's")
 def test_certificate_is_not_exact_when_a_constant_is_not_the_files():
     rs = np.random.RandomState(0)
     w = (rs.randn(3, 3) * 1e-8).astype(np.float32)
@@ -175,9 +167,6 @@ def test_certificate_is_not_exact_when_a_constant_is_not_the_files():
     assert same or not ncet.check_onnx(ir, model).ok, "exact, with another constant"
 
 
-@pytest.mark.xfail(strict=True, reason="Importer.derived only avoids names seen so far: "
-                   "the constant 'W:transposed' and a later node output of that name share "
-                   "it, and to_onnx refuses the GraphIR (the round trip of issue 32 breaks)")
 def test_an_import_whose_node_is_named_like_a_derived_constant_exports(tmp_path):
     w = np.random.RandomState(0).randn(4, 4).astype(np.float32)
     model = _model([helper.make_node("MatMul", ["x", "W"], ["h"]),
@@ -423,19 +412,7 @@ MALFORMED = {
 """Files that make from_onnx or diagnose_onnx raise a raw Python exception today."""
 
 
-MALFORMED_REFUSED = {"concat_without_axis", "gather_of_empty_indices", "slice_without_starts"}
-"""The malformed nodes the import refuses with a reason today (ONNXImportError)."""
-
-_MALFORMED_XFAIL = pytest.mark.xfail(
-    strict=True, reason="the import rules index node.input / read attributes without checking "
-    "the node against its op's schema (arity, attribute types and lengths, strides >= 1, "
-    "non-empty outputs, tensor sizes): IndexError, TypeError, ValueError, ZeroDivisionError, "
-    "AssertionError")
-
-
-@pytest.mark.parametrize("case", [c if c in MALFORMED_REFUSED else
-                                  pytest.param(c, marks=_MALFORMED_XFAIL)
-                                  for c in sorted(MALFORMED)])
+@pytest.mark.parametrize("case", sorted(MALFORMED))
 def test_a_malformed_node_raises_a_clear_error(case):
     model = MALFORMED[case]()
     for reader in (ncet.from_onnx, ncet.diagnose_onnx):
@@ -445,9 +422,6 @@ def test_a_malformed_node_raises_a_clear_error(case):
             pass
 
 
-@pytest.mark.xfail(strict=True, reason="importer.Importer._batch_filled / _fail index "
-                   "node.input[0] of a ConstantOfShape without inputs (IndexError) when "
-                   "diagnose_onnx looks for its stand-in shape")
 def test_diagnose_of_an_input_less_constant_of_shape():
     model = _model([_node("ConstantOfShape", [], ["c"]), _node("Add", ["x", "c"])], X2, Y)
     with pytest.raises(ONNXImportError):
@@ -485,11 +459,16 @@ its GraphIR means something no runtime computes, and check_onnx can only say the
 not load."""
 
 
-@pytest.mark.xfail(strict=True, reason="from_onnx never checks a node against its op's "
-                   "schema (onnx.checker, or the attribute's declared type): a duplicated "
-                   "attribute is read as its first copy, an INT-typed alpha as 0 (LeakyRelu "
-                   "becomes ReLU), float indices and shapes are used as ints")
-@pytest.mark.parametrize("case", sorted(UNLOADABLE))
+_TYPED_OPERANDS = pytest.mark.xfail(strict=True, reason="float indices and shapes are used "
+                                    "as ints: the type constraints of a node's inputs are "
+                                    "not checked (onnx.checker.check_node checks arity and "
+                                    "attributes only)")
+
+
+@pytest.mark.parametrize("case", [
+    pytest.param(c, marks=_TYPED_OPERANDS) if c in ("gather_of_float_indices",
+                                                    "reshape_to_a_float_shape") else c
+    for c in sorted(UNLOADABLE)])
 def test_a_file_onnxruntime_refuses_is_refused(case):
     model = UNLOADABLE[case]()
     with pytest.raises(Exception) as refused_by_onnxruntime:
@@ -511,10 +490,7 @@ OUT_OF_RANGE_AXES = {
 """Axes outside [-rank, rank): onnxruntime refuses each file."""
 
 
-@pytest.mark.parametrize("op", [op if op != "ReduceSum" else pytest.param(
-    op, marks=pytest.mark.xfail(strict=True, reason="import_rules._reduce_sum (int(a) % rank) "
-                                "wraps an out-of-range axis onto another one instead of "
-                                "refusing it")) for op in sorted(OUT_OF_RANGE_AXES)])
+@pytest.mark.parametrize("op", sorted(OUT_OF_RANGE_AXES))
 def test_an_out_of_range_axis_is_refused(op):
     with pytest.raises(ONNXImportError):
         ncet.from_onnx(OUT_OF_RANGE_AXES[op]())

@@ -243,6 +243,9 @@ def _reduce_sum(imp: Importer, i: int, node) -> str:
     if axes is None and len(node.input) > 1 and node.input[1]:
         axes = imp.static(node.input[1], "the axes").reshape(-1).tolist()
     rank = len(x.shape) + imp.offset
+    if axes is not None and any(not -rank <= int(a) < rank for a in axes):
+        raise ImportRejection("onnx-attribute", f"ReduceSum axes {list(axes)} out of range "
+                              f"for rank {rank}")
     axes = None if axes is None else [int(a) % rank for a in axes]
     if axes != [rank - 1] or not int(attribute(node, "keepdims", 1)) or not x.shape:
         raise ImportRejection("onnx-attribute", "ReduceSum other than over the last axis with "

@@ -20,20 +20,12 @@ from ..ir import GraphIR, IRNode, Source
 from .import_errors import IMPORT_STATUS, ImportRejection, ONNXImportError
 from .import_shapes import ShapeError, output_shape
 from .import_static import BATCH, fold
-from .onnx_file import read_model
+from .onnx_file import ONNXFileError, read_model
 
 DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"}
 """The ONNX element types a graph tensor may have, by the GraphIR dtype they become."""
 
 TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-
-_ELEMENTWISE = frozenset({
-    "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Sign", "Cos", "Sin", "Exp", "Log", "Abs",
-    "Sqrt", "Erf", "Clip", "Softplus", "HardSigmoid", "Elu", "Selu", "Gelu", "Floor",
-    "Ceil", "Round", "Reciprocal", "Mul", "Div", "Add", "Sub", "Pow", "Max", "Min", "Where",
-    "Relu", "LeakyRelu", "Identity", "Dropout", "Neg"})
-"""Op types whose output has the broadcast shape of their inputs (for a diagnosis's stand-in
-shapes only)."""
 
 BATCH_MODES = {
     "symbolic": "the graph inputs' first axis is symbolic ({dims}): it is the batch axis; "
@@ -81,6 +73,9 @@ class Importer:
         self.producers = {name: i for i, node in enumerate(self.graph.node)
                           for name in node.output if name}
         self.graph_outputs = {o.name for o in self.graph.output}
+        self.file_names = {v.name for v in self.graph.input} | \
+            {t.name for t in self.graph.initializer} | \
+            {name for node in self.graph.node for name in node.output}
         self.exported = any(p.key == "ncet.graphir.hash" for p in model.metadata_props)
         self.absorbed: dict[int, tuple[str, int]] = {}  # node -> (op_type, absorbing node)
         self.pads: dict[str, tuple[Tensor, list[int], int]] = {}  # a Pad's value -> folded
@@ -89,7 +84,10 @@ class Importer:
         self.batch = "symbolic"
         self.offset = 1
         self.ghosts: set[str] = set()
-        self._shapes: dict[str, Tensor] | None = None
+        self.checker = onnx.checker.C.CheckerContext()
+        self.checker.ir_version = model.ir_version
+        self.checker.opset_imports = {o.domain: o.version for o in model.opset_import}
+        self.inferred: dict[str, Tensor] | None = None  # ONNX's shape inference, if asked
 
     # -- provenance --------------------------------------------------------------------------
 
@@ -132,19 +130,25 @@ class Importer:
             raise ImportRejection("onnx-constant-not-finite", f"{what} {name!r} holds NaN or "
                                   "infinity")
         if name in self.constants:
+            held = self.constants[name].numpy()
+            if held.shape != array.shape or held.tobytes() != array.tobytes():
+                raise ImportRejection("onnx-malformed", f"two different values would share "
+                                      f"the constant name {name!r}")
             return name
         self.constants[name] = torch.from_numpy(np.array(array, copy=True))
         return name
 
     def derived(self, base: str, array: np.ndarray, dtype: str, what: str, how: str) -> str:
         """A constant NCET arranges from the file's (`how`, e.g. "transposed"), under a name
-        no initializer has."""
+        no value of the file has (graph inputs, initializers, node outputs) and no other
+        derived constant holds."""
+        array = np.ascontiguousarray(array)
         name, n = f"{base}:{how}", 1
-        while name in self.values or (name in self.constants and
-                                      not torch.equal(self.constants[name],
-                                                      torch.from_numpy(np.array(array)))):
+        while name in self.file_names or (name in self.constants and (
+                self.constants[name].numpy().shape != array.shape or
+                self.constants[name].numpy().tobytes() != array.tobytes())):
             name, n = f"{base}:{how}{n}", n + 1
-        return self.lift(name, np.ascontiguousarray(array), dtype, what)
+        return self.lift(name, array, dtype, what)
 
     def emit(self, op_type: str, inputs: list[Tensor], attrs: dict, name: str,
              indices: tuple[int, ...]) -> Tensor:
@@ -180,7 +184,11 @@ class Importer:
 
     def run(self) -> ConversionReport:
         for init in self.graph.initializer:
-            self.values[init.name] = numpy_helper.to_array(init)
+            try:
+                self.values[init.name] = numpy_helper.to_array(init)
+            except Exception as exc:  # noqa: BLE001 - data that does not fit its dims, ...
+                raise ONNXFileError("onnx-invalid", f"initializer {init.name!r} cannot be "
+                                    f"read: {str(exc).splitlines()[0][:200]}") from None
         self._inputs()
         if not self.input_rows or all(r.status == "mapped" for r in self.input_rows):
             for index, node in enumerate(self.graph.node):
@@ -230,78 +238,49 @@ class Importer:
         if node.domain not in ("", "ai.onnx"):
             raise ImportRejection("onnx-domain", f"op {node.op_type} of domain "
                                   f"{node.domain!r}", "only ONNX's own ops are imported")
-        made = self._fixed(node) if self._all_fixed(node) else None
-        if made is not None:
-            return made
-        rule = IMPORT_RULES.get(node.op_type)
-        if rule is None:
-            raise ImportRejection("onnx-unsupported-op", f"{node.op_type} is not piecewise "
-                                  "linear, or has no canonical operator", "cut the network "
-                                  "before it, or replace it in the model before export")
-        return rule(self, index, node)
+        try:
+            onnx.checker.check_node(node, self.checker)
+        except Exception as exc:  # noqa: BLE001 - onnx's ValidationError and kin
+            if not onnx.defs.has(node.op_type):
+                raise ImportRejection("onnx-unsupported-op", f"{node.op_type} is not an ONNX "
+                                      "op") from None
+            raise ImportRejection("onnx-malformed", "the node does not follow its op's "
+                                  f"schema: {str(exc).strip().splitlines()[0][:200]}",
+                                  "re-export the network") from None
+        try:
+            made = self._fixed(node) if self._all_fixed(node) else None
+            if made is not None:
+                return made
+            rule = IMPORT_RULES.get(node.op_type)
+            if rule is None:
+                raise ImportRejection("onnx-unsupported-op", f"{node.op_type} is not "
+                                      "piecewise linear, or has no canonical operator",
+                                      "cut the network before it, or replace it in the "
+                                      "model before export")
+            return rule(self, index, node)
+        except ImportRejection:
+            raise
+        except (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError,
+                OverflowError, AssertionError) as exc:  # a node the schema check let by
+            raise ImportRejection("onnx-malformed", "the node's attributes or fixed operands "
+                                  f"cannot be read as {node.op_type} defines them "
+                                  f"({type(exc).__name__}: {str(exc)[:160]})",
+                                  "re-export the network") from None
 
     def _fail(self, node) -> None:
-        """The node's outputs are not imported; in a diagnosis each keeps, where ONNX's shape
-        inference knows it, a stand-in of its shape, so the nodes after it are still judged
-        (and every node outside the boundary named at once)."""
+        """The node's outputs are not imported; in a diagnosis each keeps a stand-in of its
+        shape where one is known (`import_diagnosis`), so the nodes after it are still
+        judged, and every node outside the boundary is named at once."""
+        from .import_diagnosis import stand_in
+
         self.failed.update(node.output)
         for name in node.output:
-            ghost = None if self.strict else self._inferred().get(name) or \
-                self._batch_filled(node) or self._same_shape(node, name)
+            ghost = None if self.strict else stand_in(self, node, name)
             if ghost is not None:
                 self.values[name] = ghost
                 self.ghosts.add(name)
             else:
                 self.values.pop(name, None)
-
-    def _same_shape(self, node, name: str) -> Tensor | None:
-        """Where ONNX's inference does not know it: the shape of an elementwise op of
-        known operands, or of a MatMul of two graph tensors."""
-        known = [self.values.get(n) for n in node.input if n]
-        if name != node.output[0] or not known or \
-                not all(isinstance(v, (Tensor, np.ndarray)) for v in known):
-            return None
-        dtype = next((v.dtype for v in known if isinstance(v, Tensor)), None)
-        full = [((1,) if self.offset else ()) + tuple(v.shape) if isinstance(v, Tensor)
-                else tuple(v.shape) for v in known]
-        try:
-            if node.op_type == "MatMul" and len(full) == 2 and min(map(len, full)) >= 2:
-                a, b = full
-                shape = (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
-            elif node.op_type in _ELEMENTWISE:
-                shape = np.broadcast_shapes(*full)
-            else:
-                return None
-        except ValueError:
-            return None
-        if dtype is None or len(shape) < self.offset:
-            return None
-        return Tensor(name, tuple(int(d) for d in shape[self.offset:]), dtype)
-
-    def _batch_filled(self, node) -> Tensor | None:
-        """A ConstantOfShape of shape [N, ...]: a fixed value per sample, of that shape."""
-        shape = self.values.get(node.input[0]) if node.op_type == "ConstantOfShape" else None
-        if not isinstance(shape, np.ndarray) or shape.ndim != 1 or not len(shape) or \
-                shape[0] != BATCH or not self.offset or (shape[1:] < 1).any():
-            return None
-        return Tensor(node.output[0], tuple(int(d) for d in shape[1:]), "float32")
-
-    def _inferred(self) -> dict[str, Tensor]:
-        if self._shapes is None:
-            self._shapes = {}
-            try:
-                graph = onnx.shape_inference.infer_shapes(self.model).graph
-            except Exception:  # noqa: BLE001 - onnx's inference errors: no stand-ins
-                return self._shapes
-            for value in (*graph.value_info, *graph.output):
-                tensor = value.type.tensor_type
-                dims = [d.dim_value if d.HasField("dim_value") else None
-                        for d in tensor.shape.dim]
-                shape = dims[self.offset:]
-                if tensor.elem_type in DTYPES and dims and all(d for d in shape):
-                    self._shapes[value.name] = Tensor(value.name, tuple(shape),
-                                                      DTYPES[tensor.elem_type])
-        return self._shapes
 
     def _all_fixed(self, node) -> bool:
         if node.op_type == "Constant":
@@ -362,6 +341,8 @@ class Importer:
                (*self.input_rows, *self.rows)):
             return None
         try:
+            if not self.graph.output:
+                raise ImportRejection("onnx-output", "the graph has no outputs")
             output = output_node(self)
             if self.output_name and self.output_name not in \
                     {n.name for n in self.nodes} | set(self.values):
