@@ -9,9 +9,9 @@ before what it bounds is allocated.
   the wire (`parse_cost`: each field's tag read, each message counted, every bytes field
   skipped by its length) and refused (`onnx-parse-memory`) before it is parsed.
 - `MAX_NODES`, `MAX_GRAPH_DEPTH`: nodes in all graphs together, and subgraphs within
-  subgraphs (If, Loop, Scan attributes), counted without recursion (`check_graphs`), so no
+  subgraphs (If, Loop, Scan attributes), counted without recursion (`walk_model`), so no
   walk after it can exhaust Python's stack. Deeper than protobuf's own limit (100 nested
-  messages, about 31 nested If), a file does not parse: `diagnose_unparsable` says so.
+  messages, about 30 nested If), a file does not parse: `diagnose_unparsable` says so.
 - `MAX_TENSOR_BYTES`: a tensor's declared dims times its element size, and all tensors'
   together (`check_tensor_sizes`): what an importer would allocate from them. The same cap
   as `ncet.load`'s meaning check (`ncet.format.budget.MEMORY_CAP`). Dims declared in
@@ -39,10 +39,13 @@ WORST_EXPANSION = (PARSE_BYTES_PER_MESSAGE + PARSE_BYTES_PER_FIELD) // 2
 """Parse memory per byte of file at worst, by those bounds: a file of two-byte empty
 messages. A file of at most `MAX_PARSE_OVERHEAD / WORST_EXPANSION` bytes needs no wire walk."""
 MAX_NODES = 1_000_000
+"""Nodes in the graph, its subgraphs and its functions together."""
 MAX_GRAPH_DEPTH = 16
+"""Subgraphs within subgraphs: an If in the body of an If in the graph is 2 deep."""
 PROTOBUF_DEPTH = 100
 """upb's default recursion limit (nested messages), past which a file does not parse."""
 MAX_TENSOR_BYTES = MEMORY_CAP
+"""Declared bytes of one tensor, and of all tensors together (4 GiB)."""
 
 ELEMENT_BITS = {getattr(TensorProto, name): bits for name, bits in (
     ("FLOAT", 32), ("UINT8", 8), ("INT8", 8), ("UINT16", 16), ("INT16", 16), ("INT32", 32),
@@ -171,7 +174,10 @@ def check_parse_cost(data: bytes, what: str) -> None:
 
 def diagnose_unparsable(data: bytes, what: str) -> None:
     """For bytes protobuf refused: raise the clear error if they nest too deep (protobuf's
-    own DecodeError only says it exceeded a depth) or hold too many nodes."""
+    own DecodeError only says it exceeded a depth) or hold too many nodes. A file
+    `check_parse_cost` walked already is not walked again."""
+    if len(data) * WORST_EXPANSION > MAX_PARSE_OVERHEAD:
+        return
     try:
         _, nodes, graphs, messages = parse_cost(data)
     except (_Malformed, IndexError):

@@ -1,6 +1,9 @@
 """Reading an ONNX file, once for every NCET tool that reads one (`check_onnx`, `lint_onnx`):
-parsed as onnxruntime parses it (binary protobuf), its external data read into the model,
-and refused when a name is defined twice (`ONNXFileError`, with a stable reason code). A
+parsed as onnxruntime parses it (binary protobuf) within the limits of `file_limits`, its
+external data read from the model's folder only (`external_data`), refused when a name is
+defined twice or a value is read before or without a definition (`graph_order`), each with
+`ONNXFileError` and a stable reason code (`READING_REASONS`, `reading_errors`). Nothing in
+the file is executed. A
 name defined twice is read one way by one program and another way by the next: onnxruntime
 computes with one of two initializers of a name and a dict of them holds the other, so no
 comparison with the export could certify what runs. And a tensor's meaning (`tensor_meaning`:
