@@ -68,7 +68,7 @@ def user_texts() -> list[tuple[str, str]]:
     """(file:line, text) of every string in an error call's arguments, or assigned to a name
     with "hint" in it, in ncet/frontend and ncet/onnx."""
     found = []
-    for folder in ("frontend", "export"):
+    for folder in ("frontend", "onnx"):
         for path in sorted((PACKAGE / folder).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):
