@@ -384,9 +384,17 @@ def test_nesting_past_the_limit_is_refused_without_recursion(depth):
         assert info.value.code == "onnx-nesting"
 
 
-def test_nesting_within_the_limit_is_read():
+def test_nesting_within_the_limit_is_read(monkeypatch):
     m = _nested_if_model(file_limits.MAX_GRAPH_DEPTH)
     assert read_model(m, "test") is m
+    monkeypatch.setattr(file_limits, "MAX_PARSE_OVERHEAD", 2**16)  # walked on the wire too
+    data = m.SerializeToString()
+    assert len(data) * file_limits.WORST_EXPANSION > file_limits.MAX_PARSE_OVERHEAD
+    assert read_model(data, "test", accept_bytes=True).SerializeToString() == data
+    deeper = _nested_if_model(file_limits.MAX_GRAPH_DEPTH + 1).SerializeToString()
+    with pytest.raises(ONNXFileError) as info:
+        read_model(deeper, "test", accept_bytes=True)
+    assert info.value.code == "onnx-nesting" and "17 deep" in str(info.value)
 
 
 BOMBS = {  # name: (a ModelProto's bytes, the node limit, the code)
@@ -413,6 +421,17 @@ def test_a_protobuf_bomb_is_refused_before_it_is_parsed(case, tmp_path, monkeypa
         with pytest.raises(ONNXFileError) as info:
             read_model(source, "test", accept_bytes=True)
         assert info.value.code == code, str(info.value)
+
+
+def test_a_large_file_the_wire_walk_cannot_follow_is_not_parsed(monkeypatch):
+    # a group (wire type 3), which no ONNX writer emits and protobuf keeps as an unknown
+    # field, ahead of a bomb: refused, not parsed past it
+    monkeypatch.setattr(file_limits, "MAX_PARSE_OVERHEAD", 2**20)
+    _never_parsed(monkeypatch)
+    data = b"\xfb\x07\xfc\x07" + _empty_messages([7, 1], 20_000)  # field 127: start, end
+    with pytest.raises(ONNXFileError) as info:
+        read_model(data, "test", accept_bytes=True)
+    assert info.value.code == "onnx-unparsable"
 
 
 def test_millions_of_nodes_are_refused_at_the_default_limits(monkeypatch):

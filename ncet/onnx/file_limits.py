@@ -111,42 +111,55 @@ def parse_cost(data: bytes) -> tuple[int, int, int, int]:
     and stopping past `PROTOBUF_DEPTH` nested messages. Raises `_Malformed` (or IndexError)
     on bytes that are not protobuf."""
     messages = fields = nodes = deepest_graph = 0
-    stack = [(len(data), WIRE_TABLES[onnx.ModelProto.DESCRIPTOR.full_name], 0)]
+    # graphs: subgraph nesting, as `walk_model` counts it (the model's graph is 0 deep)
+    end, table, graphs = len(data), WIRE_TABLES[onnx.ModelProto.DESCRIPTOR.full_name], -1
+    stack: list[tuple[int, dict, int]] = []
     pos = 0
-    while stack:
-        end, table, graphs = stack[-1]
+    while True:
         if pos >= end:
             if pos > end:
                 raise _Malformed
-            stack.pop()
+            if not stack:
+                break
+            end, table, graphs = stack.pop()
             continue
-        key, pos = _varint(data, pos)
+        key = data[pos]  # a one-byte varint, mostly
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _varint(data, pos)
         fields += 1
         wire = key & 7
-        if wire == 0:
+        if wire == 2:
+            length = data[pos]
+            if length < 0x80:
+                pos += 1
+            else:
+                length, pos = _varint(data, pos)
+            if pos + length > end:
+                raise _Malformed
+            kind = table.get(key >> 3, False)
+            if kind:  # a message: walk into it
+                messages += 1
+                if kind == _NODE:
+                    nodes += 1
+                elif kind == _GRAPH:
+                    deepest_graph = max(deepest_graph, graphs + 1)
+                stack.append((end, table, graphs))
+                end, table, graphs = pos + length, WIRE_TABLES[kind], graphs + (kind == _GRAPH)
+                if len(stack) >= PROTOBUF_DEPTH:
+                    stack.append((end, table, graphs))
+                    break
+                continue
+            if kind is None:  # packed numbers: each at least one byte
+                fields += length
+            pos += length
+        elif wire == 0:
             _, pos = _varint(data, pos)
         elif wire == 1:
             pos += 8
         elif wire == 5:
             pos += 4
-        elif wire == 2:
-            length, pos = _varint(data, pos)
-            if pos + length > end:
-                raise _Malformed
-            number = key >> 3
-            if number in table and table[number] is not None:
-                kind = table[number]
-                messages += 1
-                nodes += kind == _NODE
-                depth = graphs + (kind == _GRAPH)
-                deepest_graph = max(deepest_graph, depth)
-                stack.append((pos + length, WIRE_TABLES[kind], depth))
-                if len(stack) > PROTOBUF_DEPTH:
-                    break
-                continue
-            if number in table:  # packed numbers: each at most one byte
-                fields += length
-            pos += length
         else:  # groups: not in ONNX
             raise _Malformed
     overhead = messages * PARSE_BYTES_PER_MESSAGE + fields * PARSE_BYTES_PER_FIELD
@@ -160,8 +173,10 @@ def check_parse_cost(data: bytes, what: str) -> None:
         return  # even two-byte empty messages throughout stay under the limit
     try:
         overhead, nodes, graphs, messages = parse_cost(data)
-    except (_Malformed, IndexError):
-        return  # the parser refuses it, and says so (onnx-unparsable)
+    except (_Malformed, IndexError):  # not parsed either: no bomb can hide past this point
+        raise ONNXFileError("onnx-unparsable", f"{what} is not an ONNX model: its bytes are "
+                            "not protobuf as ONNX writes it (a truncated field, a group, a "
+                            "varint over 64 bits)") from None
     _refuse_counts(what, nodes, graphs, messages)
     if overhead > MAX_PARSE_OVERHEAD:
         raise ONNXFileError(

@@ -157,6 +157,13 @@ def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model") -> None:
     initializers, and lets a graph input override an initializer; a reader of the file may
     take the other. Only the top-level graph: NCET's export writes no subgraph, and the
     comparison with the export refuses one."""
+    names = [v.name for v in graph.input]
+    names += [t.name for t in graph.initializer]
+    names += [s.values.name for s in graph.sparse_initializer]
+    for node in graph.node:
+        names += node.output
+    if len(set(names) - {""}) == len(names) - names.count(""):
+        return  # every name once: the entries need not be written out
     for name, defs in definitions(graph).items():
         if len(defs) < 2:
             continue
