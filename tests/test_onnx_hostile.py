@@ -693,3 +693,10 @@ def test_every_corpus_network_reads_as_onnx_loads_it():
         read = read_model(path, "test")
         assert read.SerializeToString(deterministic=True) == \
             expected.SerializeToString(deterministic=True), network
+
+
+def test_every_reading_code_is_documented():
+    docs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs")
+    text = "".join(open(os.path.join(docs, name), encoding="utf-8").read()
+                   for name in ("export.md", "exactness.md"))
+    assert [code for code in READING_REASONS if f"`{code}`" not in text] == []
