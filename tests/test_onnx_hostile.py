@@ -657,6 +657,20 @@ def test_a_subgraph_reading_what_its_scope_does_not_define_is_refused(nodes, bef
     assert "the body 'then_branch' of node" in str(info.value) and "(If 'if')" in str(info.value)
 
 
+def test_a_subgraph_that_defines_a_name_again_is_refused():
+    outer = _if([_node("Relu", ["x"], ["m"])], "m", before=[_node("MatMul", ["x", "W"], ["m"])])
+    twice = _if([_node("Relu", ["x"], ["t"]), _node("Neg", ["x"], ["t"])], "t")
+    body_input = _if([_node("Relu", ["x"], ["t"])], "t")
+    then = next(a for a in body_input.graph.node[1].attribute if a.name == "then_branch")
+    then.g.input.append(
+        helper.make_tensor_value_info("W", TensorProto.FLOAT, None))
+    for m, name in ((outer, "m"), (twice, "t"), (body_input, "W")):
+        with pytest.raises(ONNXFileError) as info:
+            read_model(m, "test")
+        assert info.value.code == "onnx-duplicate-definition" and info.value.name == name
+        assert "the body 'then_branch' of node" in str(info.value)
+
+
 # --- Nothing executed -------------------------------------------------------------------
 
 def test_reading_runs_no_onnxruntime_and_no_custom_op(monkeypatch):

@@ -7,8 +7,10 @@ checks run whenever a file is read.
 
 Subgraphs (If, Loop, Scan bodies) are scoped as ONNX scopes them: a body reads its own
 inputs, initializers and earlier nodes' outputs, and any value of the enclosing graphs defined
-before the node that holds it. Functions' bodies read their inputs. Nesting is bounded first
-(`file_limits.check_graphs`), so the recursion here is shallow.
+before the node that holds it; a body that defines a name again, its own or an enclosing
+graph's, is refused (`onnx-duplicate-definition`: ONNX allows no shadowing). Functions'
+bodies read their inputs. Nesting is bounded first (`file_limits.walk_model`), so the
+recursion here is shallow.
 """
 
 from __future__ import annotations
@@ -38,6 +40,28 @@ def _own_names(graph: onnx.GraphProto) -> set[str]:
     return names
 
 
+def _body_names(body: onnx.GraphProto, scopes: list[set[str]], where: str,
+                what: str) -> set[str]:
+    """A body's inputs and initializers, none a name it or an enclosing graph has."""
+    names: set[str] = set()
+    entries = [(v.name, f"input {k}") for k, v in enumerate(body.input)]
+    entries += [(t.name, f"initializer {k}") for k, t in enumerate(body.initializer)]
+    entries += [(sp.values.name, f"sparse initializer {k}")
+                for k, sp in enumerate(body.sparse_initializer)]
+    for name, entry in entries:
+        if name in names or any(name in s for s in scopes):
+            _shadows(name, f"{entry} of {where}", what)
+        names.add(name)
+    return names
+
+
+def _shadows(name: str, entry: str, what: str) -> None:
+    raise ONNXFileError(
+        "onnx-duplicate-definition", f"{what}: {entry} defines {name!r}, which its graph or "
+        "an enclosing one defines already; ONNX allows no shadowing, and a reader may take "
+        "either definition", name=name, entries=(entry,))
+
+
 def _label(i: int, node: onnx.NodeProto, where: str) -> str:
     at = "" if where == "the graph" else f" of {where}"
     return f"node {i} ({node.op_type} {node.name!r}){at}"
@@ -61,7 +85,12 @@ def _check_body(nodes, scopes: list[set[str]], outputs, where: str, what: str,
         if subgraphs and node.attribute:
             for a, body in _bodies(node):
                 inner = f"the body {a.name!r} of {_label(i, node, where)}"
-                _check_body(body.node, [*scopes, _own_names(body)], body.output, inner, what)
+                names = _body_names(body, scopes, inner, what)
+                _check_body(body.node, [*scopes, names], body.output, inner, what)
+        if len(scopes) > 1:  # in a body: no name of its own or of an enclosing graph again
+            for j, name in enumerate(node.output):
+                if name and (name in defined or any(name in s for s in scopes)):
+                    _shadows(name, f"{_label(i, node, where)} output {j}", what)
         defined.update(node.output)
     defined.discard("")
     for j, value in enumerate(outputs):
