@@ -74,7 +74,8 @@ def plan_reads(external: list[tuple[TensorProto, str]], base: str, what: str,
     for tensor, where in external:
         info = _entries(tensor, f"{what}: tensor {tensor.name!r} ({where})")
         location = info.get("location", "")
-        label = f"{what}: the external data of tensor {tensor.name!r} ({where}) at {location!r}"
+        shown = location if len(location) <= 200 else location[:200] + "..."
+        label = f"{what}: the external data of tensor {tensor.name!r} ({where}) at {shown!r}"
         if not location or "\x00" in location:
             raise _path_error(tensor, label, "the location is empty or holds a NUL byte")
         if _ABSOLUTE.match(location) or os.path.isabs(location):
