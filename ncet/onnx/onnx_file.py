@@ -27,7 +27,7 @@ __all__ = ["READING_REASONS", "ONNXFileError", "read_model", "refuse_ambiguity",
            "tensor_meaning", "meaning_of", "definitions"]
 
 def read_model(source, caller: str, *, accept_bytes: bool = False,
-               validate: bool = False) -> onnx.ModelProto:
+               validate: bool = False, weights_as_inputs: bool = False) -> onnx.ModelProto:
     """The model in `source` (an onnx.ModelProto, a path, or with `accept_bytes` the
     file's bytes), read safely: within the limits of `file_limits` (file size, parse memory,
     nodes, subgraph nesting, declared tensor sizes), its external data read from the model's
@@ -39,6 +39,9 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
     it from (a location is never taken relative to the working directory). With `validate`,
     the model, given or parsed, must also have an IR version and graph nodes, and pass the
     ONNX checker (`onnx-empty`, `onnx-invalid`): the same checks whatever its form.
+    With `weights_as_inputs` (an import), a graph input that is also an initializer is
+    accepted: it is that initializer's value, as a runtime reads it when nothing is fed in its
+    place (IR version 3 lists every weight among the graph inputs).
 
     Raises:
         ONNXFileError: Not an ONNX model, over a limit, external data that cannot be read
@@ -82,7 +85,7 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
         plans = plan_reads(external, base, what, size)  # every location checked, none opened
     if validate:  # before the graph's order: a graph with no nodes has outputs undefined
         _refuse_empty(model, what)
-    refuse_ambiguity(model.graph, what)
+    refuse_ambiguity(model.graph, what, weights_as_inputs)
     check_order(model, what, subgraphs)
     read_planned(plans)
     if validate:  # a ModelProto given too: the same checks whatever the form
@@ -149,14 +152,16 @@ def definitions(graph: onnx.GraphProto) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model") -> None:
+def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model",
+                     weights_as_inputs: bool = False) -> None:
     """Raise ONNXFileError at the first name (in file order) the graph defines twice: two
     initializers (`onnx-duplicate-initializer`), a graph input that is also an initializer
     (`onnx-input-shadows-initializer`), or any other pair of graph inputs, initializers and
     node outputs (`onnx-duplicate-definition`). onnxruntime warns and computes with one of two
     initializers, and lets a graph input override an initializer; a reader of the file may
     take the other. Only the top-level graph: NCET's export writes no subgraph, and the
-    comparison with the export refuses one."""
+    comparison with the export refuses one. With `weights_as_inputs`, one graph input and
+    one initializer of a name are that initializer."""
     names = [v.name for v in graph.input]
     names += [t.name for t in graph.initializer]
     names += [s.values.name for s in graph.sparse_initializer]
@@ -168,6 +173,8 @@ def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model") -> None:
         if len(defs) < 2:
             continue
         kinds = [kind for kind, _ in defs]
+        if weights_as_inputs and sorted(kinds) == ["initializer", "input"]:
+            continue
         entries = tuple(entry for _, entry in defs)
         if kinds.count("initializer") >= 2 and "node" not in kinds and "input" not in kinds:
             code, why = "onnx-duplicate-initializer", "onnxruntime computes with one of them"
