@@ -434,11 +434,30 @@ def test_a_large_file_the_wire_walk_cannot_follow_is_not_parsed(monkeypatch):
     assert info.value.code == "onnx-unparsable"
 
 
-def test_millions_of_nodes_are_refused_at_the_default_limits(monkeypatch):
-    data = _empty_messages([7, 1], 2 * file_limits.MAX_NODES)  # 4 MB, 2 million nodes
+def test_too_many_nodes_in_a_small_file_are_counted_once_parsed(monkeypatch):
+    # a file small enough to parse whatever it holds (at most its size x WORST_EXPANSION) is
+    # parsed, then its nodes counted: 200,000 in 400 kB (30 MB parsed), over a limit of 100,000
+    monkeypatch.setattr(file_limits, "MAX_NODES", 100_000)
+    data = _empty_messages([7, 1], 200_000)
+    assert len(data) * file_limits.WORST_EXPANSION <= file_limits.MAX_PARSE_OVERHEAD
     with pytest.raises(ONNXFileError) as info:
         read_model(data, "test", accept_bytes=True)
     assert info.value.code == "onnx-too-many-nodes"
+
+
+@pytest.mark.parametrize(("path", "code"), [([7, 1], "onnx-too-many-nodes"),
+                                            ([7, 1, 5], "onnx-parse-memory")],
+                         ids=["nodes", "attributes-of-one-node"])
+def test_a_large_bomb_is_refused_early_without_parsing(path, code, monkeypatch):
+    # 10 million empty messages in 20 MB (the parse would hold 1.5-2 GB): the wire walk
+    # stops once the verdict is known, and nothing is parsed
+    data = _empty_messages(path, 10_000_000)
+    _never_parsed(monkeypatch)
+    started = time.process_time()
+    with pytest.raises(ONNXFileError) as info:
+        read_model(data, "test", accept_bytes=True)
+    assert info.value.code == code
+    assert time.process_time() - started < 30  # the walk stopped early (about 1 s)
 
 
 _MEASURE = """

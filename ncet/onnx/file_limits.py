@@ -108,9 +108,12 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 def parse_cost(data: bytes) -> tuple[int, int, int, int]:
     """(bytes protobuf would hold beyond `data`, at most; nodes; deepest subgraph nesting;
     deepest message nesting), walking the wire format without recursion and without parsing,
-    and stopping past `PROTOBUF_DEPTH` nested messages. Raises `_Malformed` (or IndexError)
-    on bytes that are not protobuf."""
+    and stopping as soon as the verdict is known: past `PROTOBUF_DEPTH` nested messages,
+    `MAX_NODES` nodes, or so many messages or fields that the bound is over the limit.
+    Raises `_Malformed` (or IndexError) on bytes that are not protobuf."""
     messages = fields = nodes = deepest_graph = 0
+    field_cap = MAX_PARSE_OVERHEAD // PARSE_BYTES_PER_FIELD  # past either cap, the verdict is
+    message_cap = MAX_PARSE_OVERHEAD // PARSE_BYTES_PER_MESSAGE  # known: stop walking
     # graphs: subgraph nesting, as `walk_model` counts it (the model's graph is 0 deep)
     end, table, graphs = len(data), WIRE_TABLES[onnx.ModelProto.DESCRIPTOR.full_name], -1
     stack: list[tuple[int, dict, int]] = []
@@ -129,6 +132,8 @@ def parse_cost(data: bytes) -> tuple[int, int, int, int]:
         else:
             key, pos = _varint(data, pos)
         fields += 1
+        if fields > field_cap:
+            break
         wire = key & 7
         if wire == 2:
             length = data[pos]
@@ -141,6 +146,8 @@ def parse_cost(data: bytes) -> tuple[int, int, int, int]:
             kind = table.get(key >> 3, False)
             if kind:  # a message: walk into it
                 messages += 1
+                if messages > message_cap or nodes > MAX_NODES:
+                    break
                 if kind == _NODE:
                     nodes += 1
                 elif kind == _GRAPH:
@@ -153,6 +160,8 @@ def parse_cost(data: bytes) -> tuple[int, int, int, int]:
                 continue
             if kind is None:  # packed numbers: each at least one byte
                 fields += length
+                if fields > field_cap:
+                    break
             pos += length
         elif wire == 0:
             _, pos = _varint(data, pos)
@@ -209,14 +218,13 @@ def _refuse_counts(what: str, nodes: int, graphs: int, messages: int) -> None:
             f"within bodies; NCET reads at most {MAX_GRAPH_DEPTH} levels, "
             "ncet.onnx.file_limits.MAX_GRAPH_DEPTH)")
     if nodes > MAX_NODES:
-        _too_many_nodes(what, nodes)
+        _too_many_nodes(what)
 
 
-def _too_many_nodes(what: str, nodes: int) -> None:
+def _too_many_nodes(what: str) -> None:
     raise ONNXFileError(
-        "onnx-too-many-nodes", f"{what} is refused: it has {nodes if nodes else 'more'} "
-        f"nodes in all its graphs, over the limit of {MAX_NODES} "
-        "(ncet.onnx.file_limits.MAX_NODES)")
+        "onnx-too-many-nodes", f"{what} is refused: it has more than {MAX_NODES} nodes in "
+        "all its graphs (ncet.onnx.file_limits.MAX_NODES)")
 
 
 def where_text(where: tuple) -> str:
@@ -245,7 +253,7 @@ def walk_model(model: onnx.ModelProto, what: str) -> tuple[list, bool]:
         graph, depth, scope = stack.pop()
         nodes += len(graph.node)
         if nodes > MAX_NODES:
-            _too_many_nodes(what, 0)
+            _too_many_nodes(what)
         for i, tensor in enumerate(getattr(graph, "initializer", ())):
             tensors.append((tensor, None, (scope, "initializer", i, None, "")))
         for i, sparse in enumerate(getattr(graph, "sparse_initializer", ())):
