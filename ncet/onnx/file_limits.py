@@ -2,9 +2,10 @@
 before what it bounds is allocated.
 
 - `MAX_FILE_BYTES`: the file, and the file with the external data it names, together.
-- `MAX_PARSE_OVERHEAD`: what protobuf's parser (upb) would hold beyond the file's bytes. A
-  two-byte empty message costs it ~150-200 bytes (measured: NodeProto 151, AttributeProto
-  199), so a 40 MB file of empty nodes would take 4 GB to parse. A file small enough that even
+- `MAX_PARSE_OVERHEAD`: what protobuf's parser (upb) would hold beyond the file's bytes (and
+  its copy of the bytes fields, no larger than the file). A two-byte empty message costs it
+  ~150-200 bytes (measured: NodeProto 151, AttributeProto 199), so a 40 MB file of empty
+  nodes would take 4 GB to parse. A file small enough that even
   all-empty-messages stays under the limit is parsed at once; a larger one is first walked on
   the wire (`parse_cost`: each field's tag read, each message counted, every bytes field
   skipped by its length) and refused (`onnx-parse-memory`) before it is parsed.
@@ -30,7 +31,8 @@ from .reading_errors import ONNXFileError
 MAX_FILE_BYTES = 4 * 2**30
 """The largest file (with its external data) read: VGG-16 in float32 is ~0.55 GB."""
 MAX_PARSE_OVERHEAD = 2**30
-"""The most protobuf's parser may hold beyond the file's bytes, as `parse_cost` bounds it."""
+"""The most protobuf's parser may hold beyond the file's bytes and its copy of them, as
+`parse_cost` bounds it."""
 PARSE_BYTES_PER_MESSAGE = 256
 PARSE_BYTES_PER_FIELD = 32
 """Upper bounds of upb's memory for one message and for one scalar field or packed element
@@ -106,11 +108,11 @@ def _varint(data: bytes, pos: int) -> tuple[int, int]:
 
 
 def parse_cost(data: bytes) -> tuple[int, int, int, int]:
-    """(bytes protobuf would hold beyond `data`, at most; nodes; deepest subgraph nesting;
-    deepest message nesting), walking the wire format without recursion and without parsing,
-    and stopping as soon as the verdict is known: past `PROTOBUF_DEPTH` nested messages,
-    `MAX_NODES` nodes, or so many messages or fields that the bound is over the limit.
-    Raises `_Malformed` (or IndexError) on bytes that are not protobuf."""
+    """(bytes protobuf would hold beyond `data` and its copy of it, at most; nodes; deepest
+    subgraph nesting; deepest message nesting), walking the wire format without recursion and
+    without parsing, and stopping as soon as the verdict is known: past `PROTOBUF_DEPTH`
+    nested messages, `MAX_NODES` nodes, or so many messages or fields that the bound is over
+    the limit. Raises `_Malformed` (or IndexError) on bytes that are not protobuf."""
     messages = fields = nodes = deepest_graph = 0
     field_cap = MAX_PARSE_OVERHEAD // PARSE_BYTES_PER_FIELD  # past either cap, the verdict is
     message_cap = MAX_PARSE_OVERHEAD // PARSE_BYTES_PER_MESSAGE  # known: stop walking
