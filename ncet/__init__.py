@@ -125,9 +125,11 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
         ValueError: The file's inputs or outputs are not the GraphIR's, the inputs do not
             match the IR or do not split into the file's fixed batch, `threads` is negative,
             or a GraphIR without operator nodes is given a file that is not its export.
-        ncet.onnx.onnx_file.ONNXFileError: (a ValueError) The file does not parse, its
-            external data cannot be read, it defines a name twice (two initializers, a
-            graph input over an initializer, ...), or onnxruntime cannot load it as given
+        ncet.onnx.onnx_file.ONNXFileError: (a ValueError) The file does not parse, is over
+            a reading limit, its external data cannot be read from the file's folder, it
+            defines a name twice (two initializers, a graph input over an initializer, ...)
+            or reads one before or without a definition (docs/export.md, "Reading a file
+            safely"), or onnxruntime cannot load it as given
             (`onnx-unloadable`) or run it (`onnx-run-failed`): `.code`, `.name`, `.entries`.
         TypeError: `ir` is not a GraphIR, `onnx_model` neither a ModelProto nor a path, or
             `threads` not an int.
