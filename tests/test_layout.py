@@ -18,10 +18,12 @@ PUBLIC_API = {
     "GraphIR", "IRNode", "Source", "ConversionReport", "Row", "ExactnessReport",
     "ExactnessEntry", "NCETError", "ConversionError", "TraceError",
     "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
-    "check_onnx", "lint_onnx", "compare", "Comparison",
+    "check_onnx", "lint_onnx", "compare", "Comparison", "read_vnnlib", "write_vnnlib",
+    "Property", "VNNLIBError",
 }
 
-SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx")
+SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",
+               "ncet.vnnlib")
 
 
 def test_the_public_api_is_designs():

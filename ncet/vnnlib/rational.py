@@ -130,7 +130,8 @@ def _directed(values, nearest: np.ndarray, dtype, up: bool) -> np.ndarray:
     step = side > 0 if up else side < 0
     if step.any():
         target = np.array(np.inf if up else -np.inf, dtype=dtype)
-        candidate[step] = np.nextafter(candidate[step], target)
+        with np.errstate(over="ignore"):  # the largest float stepping up to inf
+            candidate[step] = np.nextafter(candidate[step], target)
     return candidate
 
 
