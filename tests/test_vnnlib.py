@@ -378,10 +378,10 @@ def test_malformed_files_name_the_line_column_and_token(name, text, code, line, 
     assert f"<text>:{line}:{column}:" in str(error) and f"[{code}]" in str(error)
 
 
-def test_every_reason_code_is_tested_or_version_2():
-    tested = {row[2] for row in MALFORMED} | {"vnnlib-unsafe-per-box", "vnnlib-unreadable"}
-    assert set(VNNLIB_REASONS) - tested == {"vnnlib-2-unavailable", "vnnlib-2-invalid",
-                                            "vnnlib-2-unsupported"}
+def test_every_reason_code_is_tested():
+    tested = {row[2] for row in MALFORMED} | {row[2] for row in V2_ERRORS} | {
+        "vnnlib-unsafe-per-box", "vnnlib-unreadable", "vnnlib-2-unavailable"}
+    assert set(VNNLIB_REASONS) == tested
 
 
 def test_a_file_error_names_the_path(tmp_path):
@@ -438,3 +438,71 @@ def test_import_ncet_imports_neither_onnx_nor_the_vnnlib_package():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True, cwd=Path(ncet.__file__).parent.parent)
     assert out.stdout.split() == ["False", "False"]
+
+
+# --- VNN-LIB 2.0, through the standard's own parser (the vnnlib package) -----------------
+
+V2_HEAD = """(vnnlib-version <2.0>)
+(declare-network net
+  (declare-input X float32 [1, 2, 3])
+  (declare-output Y float32 [2])
+)
+"""
+V2_BOXES = "".join(f"(assert (<= X[0,{i // 3},{i % 3}] 0.{i + 1}))\n"
+                   f"(assert (>= X[0,{i // 3},{i % 3}] -0.{i + 1}))\n" for i in range(6))
+
+
+def test_version_2_reads_into_the_same_property_as_its_1_0_form():
+    pytest.importorskip("vnnlib", reason="the vnnlib package reads VNN-LIB 2.0")
+    prop = read_vnnlib(V2_HEAD + V2_BOXES + "(assert (or (<= (- Y[0] Y[1]) (- 3.0))\n"
+                       "  (and (<= (- Y[0]) 1.0) (> Y[1] 0.5))))\n")
+    (lower, upper), = prop.input_boxes  # X[0,i,j] is X_(3i+j), row-major
+    assert upper.tolist() == [F(k, 10) for k in range(1, 7)]
+    assert lower.tolist() == [F(-k, 10) for k in range(1, 7)]
+    one = read_vnnlib(_text("".join(f"(assert (<= X_{i} 0.{i + 1}))(assert (>= X_{i} -0.{i + 1}))"
+                                    for i in range(6)) +
+                            "(assert (or (<= (- Y_0 Y_1) (- 3.0)) (and (<= (- Y_0) 1.0) "
+                            "(> Y_1 0.5))))", inputs=6, outputs=2))
+    assert prop == one and prop.strict
+    assert [a.tolist() for a, _ in prop.unsafe] == [[[1, -1]], [[-1, 0], [0, -1]]]
+
+
+V2_ERRORS = [
+    ("input not a box", "(assert (<= (+ X[0,0,0] X[0,0,1]) 1.0))", "vnnlib-input-not-box", 18),
+    ("undeclared", "(assert (<= X[0,0,0] Z))", "vnnlib-2-invalid", 18),
+    ("int where float32", "(assert (<= X[0,0,0] 1))", "vnnlib-2-invalid", 18),
+    ("not equal", "(assert (!= X[0,0,0] 1.0))", "vnnlib-2-unsupported", 18),
+]
+
+
+@pytest.mark.parametrize("name,assertion,code,line", V2_ERRORS, ids=[r[0] for r in V2_ERRORS])
+def test_version_2_errors_name_the_2_0_line(name, assertion, code, line):
+    pytest.importorskip("vnnlib", reason="the vnnlib package reads VNN-LIB 2.0")
+    with pytest.raises(VNNLIBError) as caught:
+        read_vnnlib(V2_HEAD + V2_BOXES + assertion)
+    assert (caught.value.code, caught.value.line) == (code, line)
+
+
+def test_version_2_syntax_errors_keep_the_packages_line_and_column():
+    pytest.importorskip("vnnlib", reason="the vnnlib package reads VNN-LIB 2.0")
+    with pytest.raises(VNNLIBError) as caught:
+        read_vnnlib(V2_HEAD + "(assert (<= X[0,0,0] 1e-3))")
+    assert (caught.value.code, caught.value.line, caught.value.column, caught.value.token) == (
+        "vnnlib-2-invalid", 6, 23, "e")
+
+
+def test_version_2_without_the_package_says_what_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "vnnlib", None)  # import vnnlib fails
+    with pytest.raises(VNNLIBError) as caught:
+        read_vnnlib(V2_HEAD + V2_BOXES)
+    assert caught.value.code == "vnnlib-2-unavailable"
+    assert "pip install vnnlib" in str(caught.value)
+
+
+def test_version_2_outside_a_property_is_refused():
+    pytest.importorskip("vnnlib", reason="the vnnlib package reads VNN-LIB 2.0")
+    two = V2_HEAD.replace("(declare-output Y float32 [2])",
+                          "(declare-output Y float32 [2])\n  (declare-output Z float32 [1])")
+    with pytest.raises(VNNLIBError) as caught:
+        read_vnnlib(two + V2_BOXES)
+    assert caught.value.code == "vnnlib-2-unsupported"

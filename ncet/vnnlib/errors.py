@@ -57,7 +57,8 @@ class VNNLIBError(NCETError, ValueError):
         assert code in VNNLIB_REASONS, f"unregistered reason code {code!r}"
         self.code, self.line, self.column = code, line, column
         self.token, self.source, self.reason = token, source, message
-        where = source if line is None else f"{source}:{line}:{column}"
+        where = source if line is None else f"{source}:{line}" if column is None else \
+            f"{source}:{line}:{column}"
         shown = token if len(token) <= 60 else token[:57] + "..."
         at = f" at {shown!r}" if token else ""
         super().__init__(f"{where}: {message}{at} [{code}]")
