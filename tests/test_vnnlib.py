@@ -361,7 +361,7 @@ MALFORMED = [
      "assert"),
     ("too deep", DECLARE_XY + DEEP, "vnnlib-too-deep", 3, 1 + len("(assert ") + 5 * 99, "("),
     ("too many disjuncts", DECLARE_XY + "(assert (<= X_0 1))(assert (>= X_0 0))\n" + MANY,
-     "vnnlib-too-many-disjuncts", 23, 10, "or"),
+     "vnnlib-too-many-disjuncts", 20, 10, "or"),
 ]
 
 

@@ -12,7 +12,6 @@ order of the file. This is the form the competition's scripts give (a list of (b
 from __future__ import annotations
 
 import itertools
-import math
 
 from .property import Box, Case, Polytope
 from .rational import compare
@@ -80,20 +79,30 @@ class NormalForm:
                                 form)
 
     def cases(self, assertions: list) -> tuple[Case, ...]:
-        """The cases of the conjunction of `assertions` (the formulas of the asserts)."""
+        """The cases of the conjunction of `assertions`: the asserts' formulas in file order,
+        each a form, or the `SIMPLE` match of an `(assert (OP A B))`."""
         common: list[tuple] = []
         groups: list[list[list[tuple]]] = []
+        simple, comparison = self.constraints.simple, COMPARISONS
+        product = 1
         for formula in assertions:
+            if type(formula) is not list:
+                atom = simple(*formula.group(3, 4, 5))
+                if atom is not None:
+                    common.append(atom)
+                    continue
+                formula = self.sx.form_at(formula.start())[0][2]  # the general path
             if isinstance(formula, list) and len(formula) > 1 and isinstance(formula[1], int) \
-                    and self.tokens[formula[1]] in COMPARISONS:
-                common += self.constraints.atoms(formula)  # the common case, made fast
+                    and self.tokens[formula[1]] in comparison:
+                common += self.constraints.atoms(formula)
                 continue
             part = self.dnf(formula)
             if len(part) == 1:
                 common += part[0]
             else:
+                product *= len(part)
+                self._check(product, formula)
                 groups.append(part)
-        self._check(math.prod(map(len, groups)), assertions[-1] if assertions else [0])
         if FALSE in common:
             return ()
         base = _Bounds(self.num_inputs)

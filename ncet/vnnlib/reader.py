@@ -85,58 +85,75 @@ def read_vnnlib(path_or_text) -> Property:
 
 def _read(text: str, source: str) -> Property:
     sx = SExpressions(text, source)
-    heads = [sx.tokens[f[1]] if len(f) > 1 and isinstance(f[1], int) else "" for f in sx.forms]
-    if any(h in VERSION_2 for h in heads):
-        from .v2 import read_version_2
+    variables: dict[str, tuple[str, int]] = {}
+    declared: dict[str, dict[int, int]] = {"X": {}, "Y": {}}  # index -> offset of the name
+    assertions: list = []  # in file order: a SIMPLE match, or an assert's formula (a form)
+    for form in sx.scan():
+        if type(form) is not list:
+            if form.group(1) is None:
+                assertions.append(form)  # (assert (OP A B)): read once all are declared
+                continue
+            if _declared_simply(form, variables, declared):
+                continue
+            form = sx.form_at(form.start())[0]  # the general path says what is wrong
+        head = sx.tokens[form[1]] if len(form) > 1 and isinstance(form[1], int) else ""
+        if head in VERSION_2:
+            from .v2 import read_version_2
 
-        return read_version_2(text, source)
-    variables, declared = _declarations(sx, heads)
-    counts = {side: _count(sx, declared[side], side) for side in "XY"}
-    assertions = []
-    for form, head in zip(sx.forms, heads):
-        if head == "assert":
+            return read_version_2(text, source)
+        if head == "declare-const":
+            _declare(sx, form, variables, declared)
+        elif head == "assert":
             if len(form) != 3:
                 raise sx.error("vnnlib-arity", "assert takes one formula, here "
                                f"{len(form) - 2}", form)
             assertions.append(form[2])
-        elif head not in IGNORED and head != "declare-const":
+        elif head not in IGNORED:
             raise sx.error("vnnlib-unknown-command" if head else "vnnlib-unexpected-token",
                            f"{head!r} is not a VNN-LIB 1.0 command (declare-const, assert)"
                            if head else "a command must start with its name", form)
+    counts = {side: _count(sx, declared[side], side) for side in "XY"}
 
     def unbounded(i: int, disjunct: int, lower: bool) -> VNNLIBError:
         where = f" in disjunct {disjunct + 1} of the input region" if disjunct else ""
-        return sx.error("vnnlib-unbounded-input", f"input X_{i} has no "
-                        f"{'lower' if lower else 'upper'} bound{where}", declared["X"][i])
+        return sx.error_at("vnnlib-unbounded-input", f"input X_{i} has no "
+                           f"{'lower' if lower else 'upper'} bound{where}", declared["X"][i])
 
     cases = NormalForm(Constraints(sx, variables), counts["X"], unbounded).cases(assertions)
     return Property(counts["X"], counts["Y"], cases, source)
 
 
-def _declarations(sx: SExpressions, heads: list[str]):
-    """{name: (side, index)} and, per side, {index: token index of the name}."""
-    variables: dict[str, tuple[str, int]] = {}
-    declared: dict[str, dict[int, int]] = {"X": {}, "Y": {}}
-    for form, head in zip(sx.forms, heads):
-        if head != "declare-const":
-            continue
-        if len(form) != 4 or type(form[2]) is not int or type(form[3]) is not int:
-            raise sx.error("vnnlib-bad-declaration", "a declaration is (declare-const X_i "
-                           "Real) or (declare-const Y_i Real)", form)
-        name, sort = sx.tokens[form[2]], sx.tokens[form[3]]
-        match = NAME.fullmatch(name)
-        if match is None:
-            raise sx.error("vnnlib-bad-declaration", "VNN-LIB 1.0 names the inputs X_0, X_1, "
-                           "... and the outputs Y_0, Y_1, ...", form[2])
-        if sort != "Real":
-            raise sx.error("vnnlib-bad-declaration", f"{name} is declared {sort}, not Real",
-                           form[3])
-        if name in variables:
-            raise sx.error("vnnlib-bad-declaration", f"{name} is declared twice", form[2])
-        side, index = match.group(1), int(match.group(2))
-        variables[name] = (side, index)
-        declared[side][index] = form[2]
-    return variables, declared
+def _declared_simply(match, variables: dict, declared: dict) -> bool:
+    """Record `(declare-const NAME Real)` from its SIMPLE match; False when it is not one
+    (a bad name or sort, or a name declared twice: `_declare` then says which)."""
+    name = match.group(1)
+    found = NAME.fullmatch(name)
+    if found is None or match.group(2) != "Real" or name in variables:
+        return False
+    side, index = found.group(1), int(found.group(2))
+    variables[name] = (side, index)
+    declared[side][index] = match.start(1)
+    return True
+
+
+def _declare(sx: SExpressions, form: list, variables: dict, declared: dict) -> None:
+    """Record a declaration read as a form, or say what is wrong with it."""
+    if len(form) != 4 or type(form[2]) is not int or type(form[3]) is not int:
+        raise sx.error("vnnlib-bad-declaration", "a declaration is (declare-const X_i "
+                       "Real) or (declare-const Y_i Real)", form)
+    name, sort = sx.tokens[form[2]], sx.tokens[form[3]]
+    match = NAME.fullmatch(name)
+    if match is None:
+        raise sx.error("vnnlib-bad-declaration", "VNN-LIB 1.0 names the inputs X_0, X_1, "
+                       "... and the outputs Y_0, Y_1, ...", form[2])
+    if sort != "Real":
+        raise sx.error("vnnlib-bad-declaration", f"{name} is declared {sort}, not Real",
+                       form[3])
+    if name in variables:
+        raise sx.error("vnnlib-bad-declaration", f"{name} is declared twice", form[2])
+    side, index = match.group(1), int(match.group(2))
+    variables[name] = (side, index)
+    declared[side][index] = sx.offsets[form[2]]
 
 
 def _count(sx: SExpressions, indices: dict[int, int], side: str) -> int:
@@ -145,7 +162,7 @@ def _count(sx: SExpressions, indices: dict[int, int], side: str) -> int:
     if n and max(indices) != n - 1:
         missing = next(i for i in range(n) if i not in indices)
         beyond = min(i for i in indices if i > missing)
-        raise sx.error("vnnlib-index-gap", f"{side}_{missing} is not declared but "
-                       f"{side}_{beyond} is: {side} must be {side}_0 .. {side}_(n-1)",
-                       indices[beyond])
+        raise sx.error_at("vnnlib-index-gap", f"{side}_{missing} is not declared but "
+                          f"{side}_{beyond} is: {side} must be {side}_0 .. {side}_(n-1)",
+                          indices[beyond])
     return n

@@ -1,10 +1,12 @@
-"""S-expressions: VNN-LIB text cut into tokens and nested into lists, with every token's
-place kept for error messages.
+"""S-expressions: VNN-LIB text read form by form, with every token's place kept for errors.
 
-A parsed form is a Python list: its first item is the index of its "(" token, the others its
-children, each the index of an atom token (an int) or a nested list. Positions are computed
-only when an error needs one (`SExpressions.where`), so reading a large file costs one regular
-expression pass and one loop over the tokens.
+The text is scanned one top-level form at a time. A form of the two shapes that make up
+nearly all of VNN-COMP's files, `(declare-const NAME SORT)` and `(assert (OP A B))` with A
+and B single words, is taken whole by one regular expression (`SIMPLE`) and handed over as
+its words; any other form is cut into tokens and nested into lists. A nested form is a
+Python list: its first item is the index of its "(" token, the others its children, each the
+index of an atom token (an int) or a nested list. Line and column are computed only when an
+error needs them, from the token's offset in the text.
 """
 
 from __future__ import annotations
@@ -17,64 +19,98 @@ TOKEN = re.compile(r";[^\n]*|\(|\)|[^\s();]+")
 """A comment (to the end of the line), a parenthesis, or an atom (anything else up to
 whitespace, a parenthesis or a comment)."""
 
+SKIP = re.compile(r"(?:\s+|;[^\n]*)*")
+"""Whitespace and comments between forms."""
+
+_WORD = r"([^\s();]+)"
+SIMPLE = re.compile(r"\(\s*(?:declare-const\s+" + _WORD + r"\s+" + _WORD +
+                    r"|assert\s+\(\s*(<=|>=|<|>)\s+" + _WORD + r"\s+" + _WORD +
+                    r"\s*\))\s*\)")
+"""(declare-const NAME SORT) (groups 1, 2) or (assert (OP A B)) (groups 3, 4, 5)."""
+
 MAX_DEPTH = 100
 """The deepest nesting read; VNN-COMP's files nest at most 5 deep."""
 
 
 class SExpressions:
-    """The tokens of one text, its top-level forms, and where each token is."""
+    """The forms of one text (`scan`), the tokens of those nested, and where each is."""
 
     def __init__(self, text: str, source: str = "<text>"):
         self.text, self.source = text, source
-        self.tokens: list[str] = TOKEN.findall(text)
-        self.forms: list[list] = self._nest()
+        self.tokens: list[str] = []
+        self.offsets: list[int] = []
 
-    def _nest(self) -> list[list]:
-        tokens = self.tokens
-        top: list = []
+    def scan(self):
+        """Each top-level form in order: a `SIMPLE` match, or a nested form (a list)."""
+        text, n = self.text, len(self.text)
+        simple, skip = SIMPLE.match, SKIP.match
+        pos = skip(text, 0).end()
+        while pos < n:
+            first = text[pos]
+            if first == "(":
+                match = simple(text, pos)
+                if match is not None:
+                    yield match
+                    pos = match.end()
+                else:
+                    form, pos = self.form_at(pos)
+                    yield form
+            elif first == ")":
+                raise self.error_at("vnnlib-unbalanced", "this ')' closes nothing", pos)
+            else:
+                raise self.error_at("vnnlib-unexpected-token", "a word outside any command "
+                                    "(every command is a list)", pos)
+            pos = skip(text, pos).end()
+
+    def form_at(self, pos: int) -> tuple[list, int]:
+        """The form whose "(" is at offset `pos`, nested, and the offset after it."""
+        tokens, offsets = self.tokens, self.offsets
         stack: list[list] = []
-        current = top
-        for i, token in enumerate(tokens):
+        top = current = None
+        for match in TOKEN.finditer(self.text, pos):
+            token = match.group()
             first = token[0]
+            if first == ";":
+                continue
+            i = len(tokens)
+            tokens.append(token)
+            offsets.append(match.start())
             if first == "(":
                 form = [i]
-                current.append(form)
-                stack.append(current)
+                if current is None:
+                    top = form
+                else:
+                    current.append(form)
+                    stack.append(current)
+                    if len(stack) >= MAX_DEPTH:
+                        raise self.error("vnnlib-too-deep",
+                                         f"expressions nested more than {MAX_DEPTH} deep", i)
                 current = form
-                if len(stack) > MAX_DEPTH:
-                    raise self.error("vnnlib-too-deep",
-                                     f"expressions nested more than {MAX_DEPTH} deep", i)
             elif first == ")":
                 if not stack:
-                    raise self.error("vnnlib-unbalanced", "this ')' closes nothing", i)
+                    return top, match.end()
                 current = stack.pop()
-            elif first == ";":
-                continue
-            elif not stack:
-                raise self.error("vnnlib-unexpected-token",
-                                 "a word outside any command (every command is a list)", i)
             else:
                 current.append(i)
-        if stack:
-            raise self.error("vnnlib-unbalanced", "this '(' is never closed", top[-1][0])
-        return top
+        raise self.error("vnnlib-unbalanced", "this '(' is never closed", top[0])
 
-    def where(self, index: int) -> tuple[int, int]:
-        """The 1-based line and column of token `index`."""
-        for k, match in enumerate(TOKEN.finditer(self.text)):
-            if k == index:
-                start = match.start()
-                line = self.text.count("\n", 0, start) + 1
-                return line, start - self.text.rfind("\n", 0, start)
-        return self.text.count("\n") + 1, 1  # pragma: no cover - indices come from tokens
+    def where(self, offset: int) -> tuple[int, int]:
+        """The 1-based line and column of the character at `offset`."""
+        return (self.text.count("\n", 0, offset) + 1,
+                offset - self.text.rfind("\n", 0, offset))
+
+    def error_at(self, code: str, message: str, offset: int) -> VNNLIBError:
+        """A VNNLIBError at the token starting at `offset`."""
+        line, column = self.where(offset)
+        match = TOKEN.match(self.text, offset)
+        return VNNLIBError(code, message, line=line, column=column,
+                           token=match.group() if match else "", source=self.source)
 
     def error(self, code: str, message: str, at: int | list) -> VNNLIBError:
         """A VNNLIBError at token `at` (an index, or a form: its head, else its "(")."""
         if isinstance(at, list):
             at = at[1] if len(at) > 1 and isinstance(at[1], int) else at[0]
-        line, column = self.where(at)
-        return VNNLIBError(code, message, line=line, column=column, token=self.tokens[at],
-                           source=self.source)
+        return self.error_at(code, message, self.offsets[at])
 
     def text_of(self, form: list | int) -> str:
         """The form as text, one space between tokens (for messages)."""

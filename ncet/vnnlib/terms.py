@@ -50,7 +50,7 @@ class Constraints:
         left, right = (form[3], form[2]) if flipped else (form[2], form[3])
         # left <= right (< when strict)
         if isinstance(left, int) and isinstance(right, int):
-            fast = self._simple(form, left, right, strict)
+            fast = self._words(self.tokens[left], self.tokens[right], strict)
             if fast is not None:
                 return fast
         lcoeffs, lconst = self.linear(left)
@@ -61,11 +61,15 @@ class Constraints:
         coeffs = {k: c for k, c in coeffs.items() if c != 0}
         return self._classify(form, coeffs, rconst - lconst, strict)
 
-    def _simple(self, form, left: int, right: int, strict: bool) -> tuple | None:
-        """`(<= var number)`, `(<= number var)` or `(<= var var)`, numerals kept as written
-        (None when one side is not a declared variable or a numeral: the general path
-        reports it)."""
-        a, b = self.tokens[left], self.tokens[right]
+    def simple(self, op: str, a: str, b: str) -> tuple | None:
+        """The atom of `(op a b)` for op one of <=, >=, <, > and a, b words, numerals kept as
+        written; None when that takes the general path (which then also finds any error)."""
+        flipped, strict = COMPARISONS[op]
+        return self._words(b, a, strict) if flipped else self._words(a, b, strict)
+
+    def _words(self, a: str, b: str, strict: bool) -> tuple | None:
+        """`a <= b` for `(<= var number)`, `(<= number var)` or `(<= Y_i Y_j)` (None
+        otherwise)."""
         va, vb = self.variables.get(a), self.variables.get(b)
         if va is not None and vb is None:
             if numeral_problem(b):
