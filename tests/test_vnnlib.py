@@ -119,17 +119,18 @@ def test_mnist_fc_bounds_are_the_decimals_not_their_floats():
 
 
 def test_lsnc_top_level_row_joins_every_disjunct():
-    # 13 disjuncts in an `or`, then (assert (<= Y_1 1.3392)): each polytope is both
+    # 13 disjuncts in an `or`, then (assert (<= Y_1 1.3392)): each polytope is both, its
+    # rows in the order of the file
     prop = read_vnnlib(corpus_root() / "lsnc/vnnlib/quadrotor2d_state_0.vnnlib")
     assert (prop.num_inputs, prop.num_outputs) == (6, 8)
     assert len(prop.unsafe) == 13
     for a, b in prop.unsafe:
         assert a.shape == (2, 8)
-        assert a[0].tolist() == [0, 1, 0, 0, 0, 0, 0, 0] and b[0] == F(13392, 10000)
+        assert a[1].tolist() == [0, 1, 0, 0, 0, 0, 0, 0] and b[1] == F(13392, 10000)
     a, b = prop.unsafe[0]  # (and (<= Y_0 -1e-06))
-    assert a[1].tolist() == [1, 0, 0, 0, 0, 0, 0, 0] and b[1] == F(-1, 10 ** 6)
+    assert a[0].tolist() == [1, 0, 0, 0, 0, 0, 0, 0] and b[0] == F(-1, 10 ** 6)
     a, b = prop.unsafe[2]  # (and (>= Y_2 0.7500010132789612))
-    assert a[1, 2] == -1 and b[1] == -F(7500010132789612, 10 ** 16)
+    assert a[0, 2] == -1 and b[0] == -F(7500010132789612, 10 ** 16)
     (lower, upper), = prop.input_boxes
     assert lower[0] == F(-41154518723487854, 10 ** 17) and upper[5] == F(2091320514678955,
                                                                             10 ** 15)
@@ -159,6 +160,41 @@ def test_nn4sys_lindex_has_an_unsafe_set_per_box():
     assert (lower[0], upper[0]) == (F("0.0012412108480930"), F("0.0012412895448506"))
     assert [b.tolist() for _, b in first.unsafe] == [[F("0.2328912677061364")],
                                                     [F("-0.2356499074208930")]]
+
+
+def test_alpha_beta_crowns_reader_reads_what_the_float64_views_say(tmp_path):
+    # an independent parser (alpha-beta-CROWN's read_vnnlib, derived from the competition's,
+    # vendored in benchmarks/third_party) on every corpus file below 300 kB: the same cases,
+    # the same (A, b) of every disjunct in the same order, bit for bit, and the same boxes
+    # after the one thing it does to them: each bound recomputed as mean -+ half-width
+    import contextlib
+    import io
+    import shutil
+
+    from benchmarks.vnnlib_read import abcrown_reader
+
+    read_theirs = abcrown_reader()
+    root, compared, moved = corpus_root(), 0, 0
+    for name in corpus_properties():
+        if (root / name).stat().st_size > 300_000:
+            continue
+        copy = tmp_path / Path(name).name  # it leaves a .compiled cache beside the file
+        shutil.copyfile(root / name, copy)
+        with contextlib.redirect_stdout(io.StringIO()):
+            theirs = read_theirs(str(copy))
+        ours = read_vnnlib(root / name).reachability()
+        assert len(ours) == len(theirs), name
+        for (box, polytopes), (their_box, their_polytopes) in zip(ours, theirs):
+            box, their_box = np.asarray(box), np.asarray(their_box)
+            mean, half = (box[:, 0] + box[:, 1]) / 2, (box[:, 1] - box[:, 0]) / 2
+            assert np.array_equal(their_box[:, 0], mean - half), name
+            assert np.array_equal(their_box[:, 1], mean + half), name
+            moved += int((box != their_box).sum())
+            assert len(polytopes) == len(their_polytopes), name
+            for (a, b), (their_a, their_b) in zip(polytopes, their_polytopes):
+                assert np.array_equal(a, their_a) and np.array_equal(b, their_b), name
+        compared += 1
+    assert compared >= 90 and moved > 0  # the recomputation moves some bounds by an ulp
 
 
 # --- exact constants, float views --------------------------------------------------------

@@ -84,7 +84,7 @@ class NormalForm:
         common: list[tuple] = []
         groups: list[list[list[tuple]]] = []
         simple, comparison = self.constraints.simple, COMPARISONS
-        product = 1
+        product, after = 1, []
         for formula in assertions:
             if type(formula) is not list:
                 atom = simple(*formula.group(3, 4, 5))
@@ -103,11 +103,17 @@ class NormalForm:
                 product *= len(part)
                 self._check(product, formula)
                 groups.append(part)
+                after.append(len(common))  # the group's rows follow these atoms'
         if FALSE in common:
             return ()
         base = _Bounds(self.num_inputs)
         base.apply(a for a in common if a[0] == "X")
-        common_rows = tuple((a[1], a[2], a[3]) for a in common if a[0] == "Y")
+        # each polytope lists its rows in the order of the file (as the competition's
+        # scripts do): the common rows before group k, group k's, ...
+        segments, start = [], 0
+        for end in [*after, len(common)]:
+            segments.append(tuple((a[1], a[2], a[3]) for a in common[start:end] if a[0] == "Y"))
+            start = end
         by_box: dict[tuple, tuple[Box, list[Polytope]]] = {}
         base_box = None
         for number, choice in enumerate(itertools.product(*groups)):
@@ -122,7 +128,9 @@ class NormalForm:
             else:
                 base_box = base_box or base.box(number, self.unbounded)
                 box = base_box
-            rows = common_rows + tuple((a[1], a[2], a[3]) for a in atoms if a[0] == "Y")
+            rows = segments[0]
+            for conjunction, segment in zip(choice, segments[1:]):
+                rows += tuple((a[1], a[2], a[3]) for a in conjunction if a[0] == "Y") + segment
             key = box.key()
             if key not in by_box:
                 by_box[key] = (box, [])
