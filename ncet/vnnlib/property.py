@@ -21,7 +21,7 @@ from functools import cached_property
 import numpy as np
 
 from .errors import VNNLIBError
-from .rational import ZERO, Value, exact, fraction, rounded
+from .rational import ZERO, Value, exact, fraction, fractions_of, rounded
 
 Row = tuple[tuple[tuple[int, Value], ...], Value, bool]
 """One output constraint: ((j, c), ...) by increasing j, b, strict: sum(c * Y_j) <= b."""
@@ -29,7 +29,7 @@ Row = tuple[tuple[tuple[int, Value], ...], Value, bool]
 
 def _fractions(values) -> np.ndarray:
     out = np.empty(len(values), dtype=object)
-    out[:] = [fraction(v) for v in values]
+    out[:] = fractions_of(values)
     return out
 
 

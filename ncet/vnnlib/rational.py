@@ -51,8 +51,25 @@ def numeral_problem(text: str, _match=NUMERAL.fullmatch) -> str:
 
 
 def fraction(value: Value | int) -> Fraction:
-    """The exact rational a value denotes."""
-    return value if isinstance(value, Fraction) else Fraction(value)
+    """The exact rational a value denotes (a numeral through `decimal`, which reads it
+    exactly and twice as fast as Fraction's own parser)."""
+    if isinstance(value, Fraction):
+        return value
+    if isinstance(value, str):
+        return Fraction(*Decimal(value).as_integer_ratio())
+    return Fraction(value)
+
+
+def fractions_of(values) -> list[Fraction]:
+    """`fraction` of each value, each distinct numeral converted once."""
+    seen: dict = {}
+    out = []
+    for v in values:
+        f = seen.get(v)
+        if f is None:
+            f = seen[v] = fraction(v)
+        out.append(f)
+    return out
 
 
 def exact(value) -> Value:
@@ -125,8 +142,13 @@ def _directed(values, nearest: np.ndarray, dtype, up: bool) -> np.ndarray:
     side = np.sign(nearest - wide)  # sign(value - candidate) where the views differ
     with np.errstate(invalid="ignore"):
         tied = ~(wide != nearest)  # equal, or both infinite of one sign
-    for i in np.flatnonzero(tied):
-        side[i] = compare_float(values[i], float(wide[i]))
+    sides: dict = {}  # one exact comparison per distinct value (its candidate is the same)
+    for i in np.flatnonzero(tied).tolist():
+        value = values[i]
+        known = sides.get(value)
+        if known is None:
+            known = sides[value] = compare_float(value, float(wide[i]))
+        side[i] = known
     step = side > 0 if up else side < 0
     if step.any():
         target = np.array(np.inf if up else -np.inf, dtype=dtype)
