@@ -1,7 +1,8 @@
 """VNN-LIB read speed (issue 33): ncet.read_vnnlib against alpha-beta-CROWN's read_vnnlib, side
 by side in one run, on the corpus's largest properties.
 
-Per file, medians over --repeats runs, the calls compared run interleaved after a warm-up:
+Per file, medians of CPU time over --repeats runs, the calls compared run interleaved after a
+warm-up:
   * `ncet.read_vnnlib` (the Property: every constant kept as written, exact);
   * the same, then every bound as an exact Fraction (`input_boxes`) and as the float64 the
     competition's scripts read (`input_boxes_as(rounding="nearest")`), the unsafe set too;
@@ -79,10 +80,12 @@ def largest(n: int) -> list[Path]:
 
 
 def _timed(call) -> float:
+    """CPU seconds of one call (this process: the readers are single-threaded Python, and
+    CPU time is less moved than wall time by the other jobs of a shared machine)."""
     gc.collect()
-    start = time.perf_counter()
+    start = time.process_time()
     call()
-    return time.perf_counter() - start
+    return time.process_time() - start
 
 
 def _ncet_with_views(path):

@@ -542,3 +542,16 @@ def test_version_2_outside_a_property_is_refused():
     with pytest.raises(VNNLIBError) as caught:
         read_vnnlib(two + V2_BOXES)
     assert caught.value.code == "vnnlib-2-unsupported"
+
+
+def test_the_error_is_raised_from_the_callers_line_and_pickles():
+    import pickle
+    import traceback
+
+    with pytest.raises(VNNLIBError) as caught:
+        ncet.read_vnnlib(DECLARE_XY + "(assert (<= X_0 a))")
+    frames = traceback.extract_tb(caught.value.__traceback__)
+    assert not any("/ncet/" in frame.filename for frame in frames)
+    again = pickle.loads(pickle.dumps(caught.value))
+    assert (again.code, again.line, again.column, again.token, str(again)) == (
+        caught.value.code, 3, 17, "a", str(caught.value))
