@@ -9,6 +9,8 @@ warm-up:
   * alpha-beta-CROWN's `read_vnnlib` (benchmarks/third_party/abcrown_read_vnnlib.py,
     BSD-3, unchanged), on a copy of the file in a temporary folder, its `.compiled` pickle
     cache deleted before each run: a first read, as a verifier meets a new property.
+A generated property shaped like nn4sys's largest files (not in the corpus: about 19 MB of
+disjuncts, each a box of 154 inputs and one output bound) is timed too (--synthetic-mb).
 It also counts the bounds where alpha-beta-CROWN's floats differ from the float64 nearest
 to the decimal written (it recomputes each bound as mean -+ half-width), and how many of
 those make its box smaller.
@@ -79,6 +81,25 @@ def largest(n: int) -> list[Path]:
     return files[:n]
 
 
+def nn4sys_like(megabytes: float, inputs: int = 154, seed: int = 0) -> str:
+    """A property shaped like nn4sys's cardinality files (whose largest, about 19 MB, are not
+    in the corpus): `(assert (or (and box (<= Y_0 c)) (and box (>= Y_0 c')) ...))`, one
+    box per pair of disjuncts, every bound a 16-digit decimal, about `megabytes` long."""
+    rng = np.random.default_rng(seed)
+    head = [f"(declare-const X_{i} Real)" for i in range(inputs)] + ["(declare-const Y_0 Real)",
+                                                                      "(assert (or"]
+    lines, size = [], 0
+    while size < megabytes * 1e6:
+        low = rng.random(inputs)
+        box = " ".join(f"(>= X_{i} {a:.16f}) (<= X_{i} {a + 1e-4:.16f})"
+                       for i, a in enumerate(low))
+        c = rng.random()
+        for atom in (f"(<= Y_0 {c:.16f})", f"(>= Y_0 {c + 0.01:.16f})"):
+            lines.append(f"  (and {box} {atom})")
+            size += len(lines[-1]) + 1
+    return "\n".join(head + lines + ["))", ""])
+
+
 def _timed(call) -> float:
     """CPU seconds of one call (this process: the readers are single-threaded Python, and
     CPU time is less moved than wall time by the other jobs of a shared machine)."""
@@ -112,7 +133,8 @@ def moved_bounds(prop, theirs) -> tuple[int, int]:
 
 def measure(path: Path, repeats: int, read_abcrown, scratch: Path) -> dict:
     copy = scratch / path.name
-    shutil.copyfile(path, copy)
+    if path != copy:
+        shutil.copyfile(path, copy)
     cache = Path(str(copy) + ".compiled")
 
     def abcrown():
@@ -129,7 +151,8 @@ def measure(path: Path, repeats: int, read_abcrown, scratch: Path) -> dict:
     for _ in range(repeats):
         for name, call in calls.items():
             times[name].append(_timed(call))
-    row = {"file": str(path.relative_to(CORPUS)), "bytes": path.stat().st_size,
+    name = str(path.relative_to(CORPUS)) if path.is_relative_to(CORPUS) else path.name
+    row = {"file": name, "bytes": path.stat().st_size,
            **{name: statistics.median(t) for name, t in times.items()}}
     row["abcrown_over_ncet"] = row["abcrown_s"] / row["ncet_s"]
     row["abcrown_over_ncet_views"] = row["abcrown_s"] / row["ncet_views_s"]
@@ -163,6 +186,9 @@ def main(argv=None) -> int:
     parser.add_argument("--files", default="",
                         help="comma-separated corpus-relative paths instead of --largest")
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--synthetic-mb", type=float, default=19,
+                        help="also time a generated nn4sys-like file of this size (MB; 0: "
+                             "none)")
     parser.add_argument("--json", default="", help="also write the results there")
     args = parser.parse_args(argv)
     files = ([CORPUS / f for f in args.files.split(",") if f] if args.files
@@ -170,6 +196,10 @@ def main(argv=None) -> int:
     read_abcrown = abcrown_reader()
     info = machine()
     with tempfile.TemporaryDirectory() as scratch:
+        if args.synthetic_mb > 0:
+            synthetic = Path(scratch) / f"nn4sys_like_{args.synthetic_mb:g}MB.vnnlib"
+            synthetic.write_text(nn4sys_like(args.synthetic_mb))
+            files = [*files, synthetic]
         rows = [measure(path, args.repeats, read_abcrown, Path(scratch)) for path in files]
     print(f"date {info['date']}  cpu {info['cpu']}  nproc {info['nproc']}  "
           f"python {info['python']}  git {info['git_head']}  repeats {args.repeats}")

@@ -359,6 +359,12 @@ MALFORMED = [
      "X_1"),
     ("unknown symbol", DECLARE_XY + "(assert (<= X_0 one))", "vnnlib-undeclared", 3, 17,
      "one"),
+    ("undeclared in a disjunct", DECLARE_XY + "(assert (<= X_0 1))(assert (>= X_0 0))\n"
+     "(assert (or (<= Y_0 1) (<= Y_0 b)))", "vnnlib-undeclared", 4, 32, "b"),
+    ("comparison as a term", DECLARE_XY + "(assert (<= (+ (<= Y_0 1) 2) 1))",
+     "vnnlib-unknown-operator", 3, 17, "<="),
+    ("commented assert", DECLARE_XY + "(assert ; why\n (<= X_0 1.2.3))", "vnnlib-bad-number", 4,
+     10, "1.2.3"),
     ("unknown comparison", DECLARE_XY + "(assert (<== X_0 1))", "vnnlib-unknown-operator", 3,
      10, "<=="),
     ("not", DECLARE_XY + "(assert (not (<= X_0 1)))", "vnnlib-unknown-operator", 3, 10, "not"),

@@ -36,6 +36,11 @@ class NormalForm:
     def dnf(self, form) -> list[list[tuple]]:
         """Formula `form` as a list of conjunctions of atoms (TRUE dropped, a conjunction
         holding FALSE dropped)."""
+        if type(form) is not list and type(form) is not int:  # a comparison of two words
+            atom = self.constraints.simple(*self.sx.words(form))
+            if atom is not None:
+                return [[atom]]
+            form = self.sx.reparse(form)  # the general path
         if isinstance(form, int):
             word = self.tokens[form]
             if word in ("true", "false"):
@@ -80,18 +85,18 @@ class NormalForm:
 
     def cases(self, assertions: list) -> tuple[Case, ...]:
         """The cases of the conjunction of `assertions`: the asserts' formulas in file order,
-        each a form, or the `SIMPLE` match of an `(assert (OP A B))`."""
+        each a form, a `COMPARISON` leaf, or the `SIMPLE` match of an `(assert (OP A B))`."""
         common: list[tuple] = []
         groups: list[list[list[tuple]]] = []
-        simple, comparison = self.constraints.simple, COMPARISONS
+        simple, comparison, words = self.constraints.simple, COMPARISONS, self.sx.words
         product, after = 1, []
         for formula in assertions:
-            if type(formula) is not list:
-                atom = simple(*formula.group(3, 4, 5))
+            if type(formula) is not list and type(formula) is not int:  # a match
+                atom = simple(*words(formula))
                 if atom is not None:
                     common.append(atom)
                     continue
-                formula = self.sx.form_at(formula.start())[0][2]  # the general path
+                formula = self.sx.reparse(formula)  # the general path
             if isinstance(formula, list) and len(formula) > 1 and isinstance(formula[1], int) \
                     and self.tokens[formula[1]] in comparison:
                 common += self.constraints.atoms(formula)

@@ -107,6 +107,8 @@ class Constraints:
 
     def linear(self, node) -> Linear:
         """The linear term `node` denotes."""
+        if type(node) is not list and type(node) is not int:  # a comparison where a term
+            node = self.sx.reparse(node)                       # belongs: its operator is wrong
         if isinstance(node, int):
             token = self.tokens[node]
             variable = self.variables.get(token)
