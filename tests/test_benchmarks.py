@@ -92,10 +92,11 @@ def test_vnnlib_read_script_times_both_readers(tmp_path, capsys):
     files = ["acasxu/vnnlib/prop_6.vnnlib", "mnist_fc/vnnlib/prop_0_0.03.vnnlib"]
     out = tmp_path / "vnnlib.json"
     assert vnnlib_read.main(["--files", ",".join(files), "--repeats", "1",
-                             "--json", str(out)]) == 0
+                             "--synthetic-mb", "0.05", "--json", str(out)]) == 0
     result = json.loads(out.read_text())
     assert {"date", "cpu", "nproc", "git_head"} <= set(result["machine"])
-    assert [r["file"] for r in result["rows"]] == files
+    assert [r["file"] for r in result["rows"]] == [*files, "nn4sys_like_0.05MB.vnnlib"]
+    assert result["rows"][2]["inputs"] == 154 and result["rows"][2]["bytes"] >= 50_000
     for row in result["rows"]:
         for key in ("ncet_s", "ncet_views_s", "abcrown_s", "abcrown_over_ncet"):
             assert row[key] > 0, key
