@@ -561,3 +561,33 @@ def test_the_error_is_raised_from_the_callers_line_and_pickles():
     again = pickle.loads(pickle.dumps(caught.value))
     assert (again.code, again.line, again.column, again.token, str(again)) == (
         caught.value.code, 3, 17, "a", str(caught.value))
+
+
+# --- exact membership --------------------------------------------------------------------
+
+def test_violated_by_decides_exactly_at_the_boundary():
+    prop = read_vnnlib(_text("(assert (<= X_0 0.1))(assert (>= X_0 0))(assert (< X_1 1))"
+                             "(assert (>= X_1 0))(assert (or (<= Y_0 Y_1) (>= Y_0 0.5)))",
+                             inputs=2, outputs=2))
+    inside, out = [0.0, 0.5], [0.5, 0.5]
+    assert prop.violated_by(inside, out)  # Y_0 <= Y_1, on its boundary
+    assert prop.violated_by([F(1, 10), 0], [1, 0])  # X_0 = 1/10 exactly, Y_0 >= 1/2
+    # the float 0.1 is above 1/10: outside the box, though float(0.1) prints as 0.1
+    assert not prop.violated_by([0.1, 0], [1, 0])
+    assert not prop.violated_by([0, 1], [1, 0])  # X_1 < 1 is strict
+    assert prop.violated_by([0, np.nextafter(1.0, 0.0)], [1, 0])
+    assert not prop.violated_by([0, 0], [0.5 - 2 ** -30, np.float32(0.25)])  # in neither
+    assert prop.cases[0].box.contains(np.array([0.05, 0.5], dtype=np.float32))
+    with pytest.raises(ValueError):
+        prop.violated_by([0, 0, 0], [0, 0])
+    with pytest.raises(ValueError):
+        prop.violated_by([0, 0], [float("nan"), 0])
+
+
+def test_violated_by_respects_per_box_unsafe_sets():
+    prop = read_vnnlib(corpus_root() / "nn4sys/vnnlib/lindex_1.vnnlib")
+    x = [F("0.0012412108480930")]  # the lower bound itself
+    assert prop.violated_by(x, [F("0.2328912677061364")])  # Y_0 <= c
+    assert not prop.violated_by(x, [F("0.2328912677061365")])
+    assert prop.violated_by(x, [F("0.2356499074208930")])  # Y_0 >= c'
+    assert not prop.violated_by([F("0.0012412108480929")], [0])  # below the box

@@ -56,6 +56,17 @@ class Box:
         return (rounded(self.lower, dtype, rounding, up=False),
                 rounded(self.upper, dtype, rounding, up=True))
 
+    def contains(self, x) -> bool:
+        """Is the point x (one number per input: floats by their exact binary value,
+        Fractions, ints, numerals) inside this box, exactly (strict bounds strict)?"""
+        x = _exact_point(x, len(self.lower))
+        lower, upper = self.exact
+        for i, (lo, v, hi) in enumerate(zip(lower, x, upper)):
+            if v < lo or v > hi or (v == lo and i in self.strict_lower) or \
+                    (v == hi and i in self.strict_upper):
+                return False
+        return True
+
 
 @dataclass(frozen=True, eq=False)
 class Polytope:
@@ -90,10 +101,34 @@ class Polytope:
         b = rounded([row[1] for row in self.rows], dtype, rounding, up=True)
         return a, b
 
+    def contains(self, y) -> bool:
+        """Does the point y (one number per output, as `Box.contains` takes them) satisfy
+        every row exactly (a strict row strictly)?"""
+        for terms, b, strict in self.rows:
+            total = sum((fraction(c) * _exact_number(y[j]) for j, c in terms), ZERO)
+            if total > fraction(b) or (strict and total == fraction(b)):
+                return False
+        return True
+
     def same(self, other: Polytope) -> bool:
         """The same rows, exactly, in the same order."""
         return len(self.rows) == len(other.rows) and all(
             _row_key(x) == _row_key(y) for x, y in zip(self.rows, other.rows))
+
+
+def _exact_number(v) -> Fraction:
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            raise ValueError(f"{v!r} is not a finite number")
+        return Fraction(float(v))
+    return fraction(exact(v))
+
+
+def _exact_point(x, n: int) -> list[Fraction]:
+    x = np.asarray(x, dtype=object).reshape(-1) if not isinstance(x, (list, tuple)) else x
+    if len(x) != n:
+        raise ValueError(f"a point of {len(x)} elements, where the property has {n}")
+    return [_exact_number(v) for v in x]
 
 
 def _row_key(row: Row) -> tuple:
@@ -166,6 +201,19 @@ class Property:
         region and the unsafe set only grow)."""
         return any(c.box.strict_lower or c.box.strict_upper or
                    any(any(p.strict) for p in c.unsafe) for c in self.cases)
+
+    def violated_by(self, x, y) -> bool:
+        """Is (x, y) a violation, in exact arithmetic: x inside some case's box and y inside
+        a polytope of that case's unsafe set (strict rows and bounds strict)? x and y hold
+        one number per input / output (flattened row-major; floats count by their exact
+        binary value), no tolerance.
+
+        Raises:
+            ValueError: x or y of the wrong length, or a NaN or infinity in them.
+        """
+        y = _exact_point(y, self.num_outputs)
+        return any(case.box.contains(x) and any(p.contains(y) for p in case.unsafe)
+                   for case in self.cases)
 
     def input_boxes_as(self, dtype=np.float64, rounding: str = "outward"):
         """The input region as float arrays: one (lower, upper) pair per box.
