@@ -404,6 +404,10 @@ MALFORMED = [
     ("too deep", DECLARE_XY + DEEP, "vnnlib-too-deep", 3, 1 + len("(assert ") + 5 * 99, "("),
     ("too many disjuncts", DECLARE_XY + "(assert (<= X_0 1))(assert (>= X_0 0))\n" + MANY,
      "vnnlib-too-many-disjuncts", 20, 10, "or"),
+    ("too many boxes", _text("(assert (<= X_0 1))(assert (>= X_0 0))\n" + "".join(
+        f"(assert (or (<= X_{k} 1) (<= X_{k} 2)))\n" for k in range(1, 12)) +
+        "".join(f"(assert (<= X_{k} 3))(assert (>= X_{k} 0))" for k in range(1, 15000)),
+        inputs=15000, outputs=1), "vnnlib-too-many-disjuncts", 15013, 10, "or"),
 ]
 
 

@@ -20,7 +20,8 @@ from .terms import COMPARISONS, FALSE, TRUE, Constraints
 MAX_DISJUNCTS = 100_000
 """The most conjunctions one assertion, or the product of all of them, may expand to."""
 MAX_ATOMS = 20_000_000
-"""The most constraints the expansion may hold in all."""
+"""The most constraints the expansion may hold in all, and the most bounds all its boxes may
+hold together."""
 
 
 class NormalForm:
@@ -89,7 +90,7 @@ class NormalForm:
         common: list[tuple] = []
         groups: list[list[list[tuple]]] = []
         simple, comparison, words = self.constraints.simple, COMPARISONS, self.sx.words
-        product, after = 1, []
+        product, boxes, after = 1, 1, []
         for formula in assertions:
             if type(formula) is not list and type(formula) is not int:  # a match
                 atom = simple(*words(formula))
@@ -106,7 +107,9 @@ class NormalForm:
                 common += part[0]
             else:
                 product *= len(part)
-                self._check(product, formula)
+                if any(a[0] == "X" for conjunction in part for a in conjunction):
+                    boxes *= len(part)  # each of these disjuncts is a box of its own
+                self._check(product, formula, boxes * self.num_inputs)
                 groups.append(part)
                 after.append(len(common))  # the group's rows follow these atoms'
         if FALSE in common:
