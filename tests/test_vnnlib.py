@@ -14,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import ncet
 from ncet.vnnlib import VNNLIB_REASONS, Property, VNNLIBError, read_vnnlib, write_vnnlib
@@ -331,9 +333,9 @@ def test_paths_texts_bytes_and_gzip(tmp_path):
     (tmp_path / "p.vnnlib").write_text(text)
     (tmp_path / "p.vnnlib.gz").write_bytes(gzip.compress(text.encode()))
     expected = read_vnnlib(text)
-    for given in (tmp_path / "p.vnnlib", str(tmp_path / "p.vnnlib"),
+    for source in (tmp_path / "p.vnnlib", str(tmp_path / "p.vnnlib"),
                   tmp_path / "p.vnnlib.gz", text.encode()):
-        assert read_vnnlib(given) == expected
+        assert read_vnnlib(source) == expected
     assert read_vnnlib(tmp_path / "p.vnnlib").source == str(tmp_path / "p.vnnlib")
     with pytest.raises(VNNLIBError) as error:
         read_vnnlib(tmp_path / "missing.vnnlib")
@@ -595,3 +597,71 @@ def test_violated_by_respects_per_box_unsafe_sets():
     assert not prop.violated_by(x, [F("0.2328912677061365")])
     assert prop.violated_by(x, [F("0.2356499074208930")])  # Y_0 >= c'
     assert not prop.violated_by([F("0.0012412108480929")], [0])  # below the box
+
+
+# --- generated inputs (hypothesis) -------------------------------------------------------
+
+NUMERALS = st.builds(
+    lambda sign, whole, frac, exp: f"{sign}{whole}{'.' + frac if frac else ''}"
+                                   f"{'e' + str(exp) if exp is not None else ''}",
+    st.sampled_from(["", "-", "+"]), st.text("0123456789", min_size=1, max_size=25),
+    st.text("0123456789", max_size=25), st.one_of(st.none(), st.integers(-330, 330)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(numeral=NUMERALS, dtype=st.sampled_from([np.float32, np.float64]))
+def test_directed_rounding_brackets_every_decimal_tightly(numeral, dtype):
+    from ncet.vnnlib.rational import rounded
+
+    x = F(numeral)
+    (down,), (up,), (near,) = (rounded([numeral], dtype, r) for r in ("down", "up", "nearest"))
+    info = np.finfo(dtype)
+    assert (F(float(down)) <= x) if np.isfinite(down) else (down < 0 and x < -F(float(info.max)))
+    assert (F(float(up)) >= x) if np.isfinite(up) else (up > 0 and x > F(float(info.max)))
+    if np.isfinite(down) and np.isfinite(up):
+        assert down == up or np.nextafter(down, dtype(np.inf)) == up  # adjacent: tight
+        assert (down == up) == (F(float(down)) == x)
+        assert near in (down, up)
+        assert abs(F(float(near)) - x) <= abs(F(float(up if near == down else down)) - x)
+
+
+TEXT_PIECES = st.sampled_from([
+    "(", ")", " ", "\n", "; c\n", "assert", "declare-const", "Real", "X_0", "X_1", "Y_0",
+    "Y_1", "<=", ">=", "<", ">", "=", "and", "or", "+", "-", "*", "0.5", "-1e-3", "1.2.3",
+    "(assert (<= X_0 1))", "(assert (>= X_0 0))", "(declare-const X_0 Real)",
+    "(declare-const Y_0 Real)", "(assert (or (and (<= Y_0 1)) (and (>= Y_0 2))))",
+    "(vnnlib-version <2.0>)", "X[0]", "true", "false", "not"])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(pieces=st.lists(TEXT_PIECES, max_size=40))
+def test_any_text_reads_or_raises_a_vnnlib_error(pieces):
+    text = "(" + " ".join(pieces)  # a parenthesis: always read as text, never as a path
+    try:
+        prop = read_vnnlib(text)
+    except VNNLIBError as error:
+        assert error.code in VNNLIB_REASONS
+        return
+    assert read_vnnlib(write_vnnlib(prop)) == prop
+
+
+@settings(max_examples=100, deadline=None)
+@given(values=st.lists(st.fractions(max_denominator=10 ** 6), min_size=4, max_size=4))
+def test_written_fractions_read_back_exactly_or_outward(values):
+    lo, hi, b, c = values
+    lo, hi = min(lo, hi), max(lo, hi)
+    prop = Property.from_cases([(([lo], [hi]), [([[1, 0]], [b]), ([[c, 1]], [b])])],
+                               num_outputs=2)
+    back = read_vnnlib(write_vnnlib(prop))
+    (lower, upper), = back.input_boxes
+    assert lower[0] <= lo and upper[0] >= hi
+    (a1, b1), (a2, b2) = back.unsafe
+    assert a1.tolist() == [[1, 0]] and b1[0] >= b
+    if c == 0:
+        assert a2.tolist() == [[0, 1]] and b2[0] >= b
+    else:  # the row may have been scaled by a positive integer: the same half-space
+        scale = a2[0, 1]
+        assert scale >= 1 and a2[0, 0] == c * scale and b2[0] >= b * scale
+    exact = all(v.denominator in (1, 2, 4, 5, 8, 10) for v in (lo, hi, b, c))
+    if exact:
+        assert back == prop

@@ -139,9 +139,9 @@ def _directed(values, nearest: np.ndarray, dtype, up: bool) -> np.ndarray:
     with np.errstate(over="ignore"):
         candidate = nearest.astype(dtype)
     wide = candidate.astype(np.float64)
-    side = np.sign(nearest - wide)  # sign(value - candidate) where the views differ
-    with np.errstate(invalid="ignore"):
-        tied = ~(wide != nearest)  # equal, or both infinite of one sign
+    with np.errstate(invalid="ignore"):  # inf - inf: decided exactly below
+        side = np.sign(nearest - wide)  # sign(value - candidate) where the views differ
+    tied = wide == nearest  # equal, or both infinite of one sign
     sides: dict = {}  # one exact comparison per distinct value (its candidate is the same)
     for i in np.flatnonzero(tied).tolist():
         value = values[i]
