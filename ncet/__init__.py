@@ -21,6 +21,7 @@ from .format.file import save as _save
 from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
+from .onnx.import_errors import ONNXImportError
 from .vnnlib import Property, VNNLIBError
 from .vnnlib import read_vnnlib as _read_vnnlib
 from .vnnlib import write_vnnlib as _write_vnnlib
@@ -84,8 +85,18 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
 @from_caller
 def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True,
                end_to_end=True, threads=0, progress=False, keep_samples=256):
-    """Certify an exported ONNX file: run it in onnxruntime and hold every IR node's value
-    to the same certified bound as `check_exactness` holds PyTorch's.
+    """Certify an ONNX file against its GraphIR: an exported file (`to_onnx`), or the file
+    an imported GraphIR came from (`from_onnx`). onnxruntime runs the file and every IR
+    node's value is held to the same certified bound as `check_exactness` holds PyTorch's.
+
+    For an imported GraphIR (its provenance is an ONNX file's) and a file that is not its
+    export (no `ncet.graphir.hash` stamp, or another GraphIR's), the file is the original:
+    it is imported again and compared with `ir` node by node and constant by constant (a
+    difference is a violation at that node), and each IR node is checked at the ONNX value
+    it is named after, the last value of the ONNX nodes it stands for (a MatMul and its
+    Add: at the Add). onnxruntime runs a file without a batch axis, or with a batch of 1,
+    one sample at a time (docs/onnx-import.md).
+    Otherwise the file is an export, as follows.
 
     onnxruntime runs the file on its CPU provider with graph optimizations off and every IR
     node's value exposed (the ONNX value its pattern ends in, named after the node). Each
@@ -100,8 +111,9 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
     its kernels (docs/exactness.md §6). Needs the `onnx` extra.
 
     Args:
-        ir: The GraphIR the file was exported from (`to_onnx`).
-        onnx_model: The onnx.ModelProto, or the path of the file.
+        ir: The GraphIR the file was exported from (`to_onnx`) or imported from
+            (`from_onnx`).
+        onnx_model: The onnx.ModelProto, the path of the file, or its bytes.
         *inputs: Batched inputs; generated as `check_exactness` generates them when omitted.
             A file with a fixed batch size (`batch=1`, the verifier profile) is run in
             batches of that size; generated samples are rounded up to whole batches.
@@ -137,6 +149,70 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
 
 
 @from_caller
+def from_onnx(model):
+    """Read an ONNX network into GraphIR: a second frontend onto the same canonical
+    operators (docs/onnx-import.md).
+
+    Every ONNX spelling of a piecewise-linear operator maps onto the op_type the spec gives
+    its PyTorch spellings (Gemm and MatMul with a fixed weight, followed or not by an Add of
+    a fixed bias: Linear; Relu: ReLU; Sub of a fixed mean: ElementwiseAffine; ...); the
+    static shape arithmetic exporters write (Shape -> Gather -> Unsqueeze -> Concat ->
+    Reshape) is folded. Each IR node is named after the ONNX value it computes, and its
+    `source` names its ONNX node(s): name, op type and index. Constants are the file's
+    initializers, value for value (a MatMul's weight transposed to Linear's (out, in), as
+    the report says). The graph inputs' first axis is read as the batch axis when it is
+    symbolic or 1, and GraphIR's shapes are per sample; `diagnose_onnx(model).notes` says
+    how it was read. Certify the import with `check_onnx(ir, model)`. Needs the `onnx`
+    extra.
+
+    Args:
+        model: A path, the file's bytes, or an onnx.ModelProto.
+
+    Returns:
+        The GraphIR.
+
+    Raises:
+        ONNXImportError: (a ConversionError) The first ONNX node outside the boundary,
+            named with its op type, index and a stable reason code (`.code`); every such node
+            at once: `diagnose_onnx`.
+        ncet.onnx.onnx_file.ONNXFileError: (a ValueError) The file does not parse, defines
+            a name twice, or its external data cannot be read safely.
+        TypeError: `model` is none of the accepted kinds.
+        ImportError: onnx is not installed.
+
+    Example:
+        >>> ir = ncet.from_onnx("ACASXU_run2a_1_1_batch_2000.onnx")
+        >>> ncet.check_onnx(ir, "ACASXU_run2a_1_1_batch_2000.onnx").ok
+    """
+    from .onnx.importer import from_onnx as read
+
+    return read(model)
+
+
+@from_caller
+def diagnose_onnx(model):
+    """What `from_onnx` makes of every node of an ONNX file, every problem at once: one row
+    per graph input and per ONNX node (`Row.fx_name` the node's name, `.spelling` its op
+    type, `.location` "<file> node <index>"), with a status, a stable reason code and a
+    hint; `.notes` says how the batch axis was read; `.graph` holds the GraphIR when `.ok`.
+    Never raises for a node outside the boundary. Needs the `onnx` extra.
+
+    Args:
+        model: A path, the file's bytes, or an onnx.ModelProto.
+
+    Returns:
+        A ConversionReport.
+
+    Raises:
+        ncet.onnx.onnx_file.ONNXFileError: The file cannot be read (see `from_onnx`).
+        TypeError: `model` is none of the accepted kinds.
+    """
+    from .onnx.importer import diagnose_onnx as diagnose
+
+    return diagnose(model)
+
+
+@from_caller
 def lint_onnx(model_or_path, tool):
     """List every node of an ONNX file that a verification tool would reject or silently
     mis-handle, with the node, the reason and the tool-side source (docs/export.md).
@@ -165,5 +241,6 @@ __all__ = [
     "GraphIRFormatError", "IRNode", "NCETError", "Row", "Source", "SupportBoundaryError",
     "TraceError", "UnsupportedOperatorError", "check_exactness", "convert", "diagnose",
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
-    "to_onnx", "Property", "VNNLIBError", "read_vnnlib", "write_vnnlib",
+    "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
+    "read_vnnlib", "write_vnnlib",
 ]

@@ -6,7 +6,7 @@ import contextvars
 import functools
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import TypeVar
@@ -171,10 +171,13 @@ class ConversionError(NCETError):
         reason: The problem in a few words.
     """
 
+    reasons: Mapping[str, Reason] = REASONS
+    """The reason codes this class reports (an ONNX import's are its own)."""
+
     def __init__(self, code: str, reason: str, *, node: str = "", fx_op: str = "",
                  spelling: str = "", hint: str = "", location: str = "",
                  source_text: str = ""):
-        assert code in REASONS, f"unregistered reason code {code!r}"
+        assert code in self.reasons, f"unregistered reason code {code!r}"
         self.code = code
         self.reason = reason
         self.node = node

@@ -74,7 +74,7 @@ def test_memory_child_imports_as_a_package():
 
 
 @pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py", "rewrite.py",
-                                    "export.py", "vnnlib_read.py"])
+                                    "export.py", "onnx_import.py", "vnnlib_read.py"])
 def test_runs_as_a_script(script):
     # benchmarks/ itself, not the repository root, is on sys.path: the memory import must work
     out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", script), "--help"],
@@ -404,3 +404,109 @@ def test_cnn_check_runs_as_a_script():
     out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", "cnn_check.py"),
                           "--help"], capture_output=True, text=True, cwd="/", check=True)
     assert "usage:" in out.stdout and "--quick" in out.stdout
+
+
+# --- benchmarks/onnx_import.py: from_onnx against onnxruntime's session and onnx2torch -----
+_IMPORT_NETWORKS = {  # network -> (outcome, onnx2torch's failure: None when it converts)
+    "acasxu/onnx/ACASXU_run2a_1_1_batch_2000.onnx": ("imported", "NotImplementedError"),
+    "reach_prob_density/onnx/gcas.onnx": ("imported", None),
+    "eran/nets/ffnnSIGMOID__Point_6x200.onnx": ("refused", None),  # Sigmoid
+}
+
+
+def test_onnx_import_prints_a_row_per_network(tmp_path, capsys):
+    # three small corpus networks, one timed run each: the table's structure, the outcomes,
+    # onnx2torch's failure by its class, ratios that are the quotients of the times; no time
+    # is asserted
+    import importlib.util
+    import math
+
+    pytest.importorskip("onnxruntime")
+    from benchmarks import onnx_import
+    from tests.corpus import corpus_root
+
+    out = tmp_path / "import.json"
+    assert onnx_import.main(["--corpus", str(corpus_root()), "--networks",
+                             ",".join(_IMPORT_NETWORKS), "--rounds", "1", "--check",
+                             "--check-samples", "1", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    rows = result["rows"]
+    assert [r["network"] for r in rows] == sorted(_IMPORT_NETWORKS)
+    installed = importlib.util.find_spec("onnx2torch") is not None
+    for r in rows:
+        outcome, failure = _IMPORT_NETWORKS[r["network"]]
+        assert r["outcome"] == outcome and r["nodes"] > 0
+        assert ("onnx-unsupported-op" in r["refusals"]) == (outcome == "refused")
+        for key in ("ncet_s", "ort_s", "ort_noopt_s", "ncet_over_ort", "ncet_over_ort_noopt"):
+            assert math.isfinite(r[key]) and r[key] > 0, (r["network"], key)
+        assert r["ncet_over_ort"] == pytest.approx(r["ncet_s"] / r["ort_s"])
+        assert r["ncet_over_ort_noopt"] == pytest.approx(r["ncet_s"] / r["ort_noopt_s"])
+        assert r["onnx2torch_failure"] == (failure if installed else "not installed")
+        if r["onnx2torch_failure"] is None:
+            assert r["ncet_over_onnx2torch"] == pytest.approx(r["ncet_s"] / r["onnx2torch_s"])
+        else:
+            assert r["onnx2torch_s"] is None and r["ncet_over_onnx2torch"] is None
+        assert set(r["stages"]) == set(onnx_import.STAGES)
+        assert sum(r["stages"].values()) == pytest.approx(1)
+    for key, peer in result["summary"].items():
+        timed = [r for r in rows if r[key] is not None]
+        assert peer["networks"] == len(timed)
+        assert peer["met"] == sum(r[key] <= 1 for r in timed)
+        assert peer["geomean"] == pytest.approx(
+            math.prod(r[key] for r in timed) ** (1 / len(timed)))
+        assert peer["worst"][1] == max(r[key] for r in timed)
+    assert [(c["network"], c["samples_per_scale"], c["ok"]) for c in result["checks"]] == [
+        (name, 1, True) for name in sorted(_IMPORT_NETWORKS)
+        if _IMPORT_NETWORKS[name][0] == "imported"]
+    assert all(c["check_over_floor"] > 0 for c in result["checks"])
+    printed = capsys.readouterr().out
+    lines = [line for line in printed.splitlines() if line.startswith("| ")]
+    assert lines[0] == "| " + " | ".join(onnx_import.COLUMNS) + " |"
+    assert [line.split(" | ")[0][2:] for line in lines[1:]] == sorted(_IMPORT_NETWORKS)
+    assert all(line.count(" | ") == len(onnx_import.COLUMNS) - 1 for line in lines)
+    assert "against onnxruntime's session (default options):" in printed
+    assert "torchvision" not in sys.modules or importlib.util.find_spec("torchvision")
+
+
+def test_blocked_medians_times_the_last_runs_of_each_block():
+    from benchmarks import import_timing
+
+    calls = {"a": 0, "b": 0}
+
+    def count(name):
+        def fn():
+            calls[name] += 1
+        return fn
+
+    t = import_timing.blocked_medians({"a": count("a"), "b": count("b")}, rounds=2, block=3,
+                                      lead=2)
+    assert calls == {"a": 10, "b": 10}
+    assert set(t) == {"a", "b", "a/wall", "b/wall"} and all(v >= 0 for v in t.values())
+
+
+def test_stage_shares_add_up_and_restore_the_importer(tmp_path):
+    # the wrappers exist for the call only; the shares cover the call
+    from onnx import numpy_helper
+
+    from benchmarks import import_timing
+    from ncet.onnx import importer
+
+    parts = import_timing._timed_parts()
+    assert {stage for _, _, stage in parts} == set(import_timing.STAGES) - {"walk"}
+    originals = [vars(owner)[name] for owner, name, _ in parts]
+    path = tmp_path / "mlp.onnx"
+    ncet.to_onnx(ncet.convert(torch.nn.Sequential(torch.nn.Linear(4, 3), torch.nn.ReLU()),
+                              (4,)), str(path))
+    shares = import_timing.stage_shares(lambda: ncet.from_onnx(str(path)), runs=3)
+    assert set(shares) == set(import_timing.STAGES)
+    assert sum(shares.values()) == pytest.approx(1) and shares["read"] > 0
+    assert [vars(owner)[name] for owner, name, _ in parts] == originals
+    assert numpy_helper.to_array is originals[1] and importer.read_model is originals[0]
+
+
+def test_onnx_import_says_when_the_corpus_is_missing(tmp_path, capsys):
+    from benchmarks import onnx_import
+
+    assert onnx_import.main(["--corpus", str(tmp_path / "nowhere")]) == 2
+    err = capsys.readouterr().err
+    assert "the VNN-COMP corpus is not at" in err and "../shared/vnncomp" in err

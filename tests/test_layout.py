@@ -18,8 +18,8 @@ PUBLIC_API = {
     "GraphIR", "IRNode", "Source", "ConversionReport", "Row", "ExactnessReport",
     "ExactnessEntry", "NCETError", "ConversionError", "TraceError",
     "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
-    "check_onnx", "lint_onnx", "compare", "Comparison", "read_vnnlib", "write_vnnlib",
-    "Property", "VNNLIBError",
+    "check_onnx", "lint_onnx", "compare", "Comparison", "from_onnx", "diagnose_onnx",
+    "ONNXImportError", "read_vnnlib", "write_vnnlib", "Property", "VNNLIBError",
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",

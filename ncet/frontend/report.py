@@ -66,12 +66,18 @@ class ConversionReport:
     """The result of `diagnose`: a row per FX node and, when every node converts, the GraphIR.
 
     Attributes:
-        rows: One `Row` per FX node, in graph order (a single row when tracing failed).
+        rows: One `Row` per FX node, in graph order (a single row when tracing failed);
+            for an ONNX file (`diagnose_onnx`), one per graph input, then one per ONNX node.
         graph: The GraphIR when `ok`, else None.
+        notes: What the reader should know about the whole import (an ONNX file: how its
+            batch axis was read).
+        unit: What a row stands for, as the summary counts them ("FX nodes", "ONNX nodes").
     """
 
     rows: tuple[Row, ...]
     graph: GraphIR | None
+    notes: tuple[str, ...] = ()
+    unit: str = "FX nodes"
 
     @property
     def ok(self) -> bool:
@@ -131,7 +137,8 @@ class ConversionReport:
         parts = ", ".join(f"{n} {s}" for s, n in counts.items() if n)
         verdict = "converts" if self.ok else f"rejected: {len(self.errors)} problem(s)"
         cut = f"; {self.cut_summary()}" if self.cut else ""
-        return f"{len(self.rows)} FX nodes ({parts}); {verdict}{cut}"
+        notes = "".join(f"; {note}" for note in self.notes)
+        return f"{len(self.rows)} {self.unit} ({parts}); {verdict}{cut}{notes}"
 
     def table(self) -> str:
         """The per-node mapping table as fixed-width text."""

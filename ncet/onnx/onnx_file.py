@@ -61,14 +61,16 @@ class ONNXFileError(NCETError, ValueError):
 
 
 def read_model(source, caller: str, *, accept_bytes: bool = False,
-               validate: bool = False) -> onnx.ModelProto:
+               validate: bool = False, weights_as_inputs: bool = False) -> onnx.ModelProto:
     """The model in `source` (an onnx.ModelProto, a path, or with `accept_bytes` the
     file's bytes), its external data read, refused if it is ambiguous (`refuse_ambiguity`).
     A ModelProto given is returned itself (not copied), its external data, if any, must be
     loaded already: without the file's path there is nowhere to read it from. With
     `validate`, the model, given or parsed, must also have an IR version and graph nodes,
     and pass the ONNX checker (`onnx-empty`, `onnx-invalid`): the same checks whatever its
-    form.
+    form. With `weights_as_inputs` (an import), a graph input that is also an initializer
+    is accepted: it is that initializer's value, as a runtime reads it when nothing is fed
+    in its place (IR version 3 lists every weight among the graph inputs).
 
     Raises:
         ONNXFileError: Not an ONNX model, external data that cannot be read, a name
@@ -113,7 +115,7 @@ def read_model(source, caller: str, *, accept_bytes: bool = False,
             raise ONNXFileError(
                 "onnx-external-data", f"{what}: the external data of {names}{more} cannot be "
                 f"read ({type(exc).__name__}: {first})") from None
-    refuse_ambiguity(model.graph, what)
+    refuse_ambiguity(model.graph, what, weights_as_inputs)
     if validate:  # a ModelProto given too: the same checks whatever the form
         _validate(model, what)
     return model
@@ -174,18 +176,22 @@ def definitions(graph: onnx.GraphProto) -> dict[str, list[tuple[str, str]]]:
     return found
 
 
-def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model") -> None:
+def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model",
+                     weights_as_inputs: bool = False) -> None:
     """Raise ONNXFileError at the first name (in file order) the graph defines twice: two
     initializers (`onnx-duplicate-initializer`), a graph input that is also an initializer
     (`onnx-input-shadows-initializer`), or any other pair of graph inputs, initializers and
     node outputs (`onnx-duplicate-definition`). onnxruntime warns and computes with one of two
     initializers, and lets a graph input override an initializer; a reader of the file may
     take the other. Only the top-level graph: NCET's export writes no subgraph, and the
-    comparison with the export refuses one."""
+    comparison with the export refuses one. With `weights_as_inputs`, one graph input and
+    one initializer of a name are that initializer."""
     for name, defs in definitions(graph).items():
         if len(defs) < 2:
             continue
         kinds = [kind for kind, _ in defs]
+        if weights_as_inputs and sorted(kinds) == ["initializer", "input"]:
+            continue
         entries = tuple(entry for _, entry in defs)
         if kinds.count("initializer") >= 2 and "node" not in kinds and "input" not in kinds:
             code, why = "onnx-duplicate-initializer", "onnxruntime computes with one of them"

@@ -23,6 +23,7 @@ from ..exactness.runtime_check import check_runtime
 from ..ir import GraphIR
 from .builder import ELEMENT_TYPES, ExportError
 from .file_comparison import fixed_batch, structural_faults
+from .import_check import import_faults, is_import, one_sample_at_a_time
 from .model import graphir_sha256
 from .onnx_file import ONNXFileError, read_model
 
@@ -252,6 +253,17 @@ def whole_batches(per_scale, batch: int):
     return -(-per_scale // step) * step
 
 
+def _stamped_by(ir: GraphIR, stamp: str | None) -> bool:
+    """Whether a file's `ncet.graphir.hash` says it is this GraphIR's export (a stamp of
+    another GraphIR, say the one a file was imported from, is not)."""
+    if stamp is None:
+        return False
+    try:
+        return stamp == graphir_sha256(ir)
+    except ExportError:
+        return False
+
+
 def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale: int = 32,
                seed: int = 0, local: bool = True, end_to_end: bool = True, threads: int = 0,
                progress: bool | Callable[[int, int], None] = False,
@@ -269,7 +281,20 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
                          "default, one per core) or more")
     threads = int(threads)
     inputs = tuple(x.detach() if isinstance(x, torch.Tensor) else x for x in inputs)
-    model = read_model(onnx_model, "check_onnx")
+    imported = is_import(ir)
+    model = read_model(onnx_model, "check_onnx", accept_bytes=True,
+                       weights_as_inputs=imported)
+    props = {p.key: p.value for p in model.metadata_props}
+    stamp = props.get("ncet.graphir.hash")
+    if imported and not _stamped_by(ir, stamp):  # the file this GraphIR was imported from
+        faults, mode = import_faults(ir, model)
+        run = one_sample_at_a_time(onnxruntime_runner(ir, model, threads, faults), mode)
+        return check_runtime(ir, run, *inputs, runtime=f"onnxruntime {ort.__version__}",
+                             context="; the file as imported (from_onnx)",
+                             arithmetic=read_onnxruntime_arithmetic(threads),
+                             samples_per_scale=samples_per_scale, seed=seed, local=local,
+                             end_to_end=end_to_end, faults=faults, progress=progress,
+                             keep_samples=keep_samples)
     batch = fixed_batch(ir, model.graph)
     if batch is not None and not inputs:
         samples_per_scale = whole_batches(samples_per_scale, batch)
@@ -283,8 +308,6 @@ def check_onnx(ir: GraphIR, onnx_model, *inputs: torch.Tensor, samples_per_scale
         raise ValueError(f"the file has {len(model.graph.output)} outputs, the GraphIR "
                          f"{len(ir.outputs)}: was it exported from this GraphIR?")
     run = onnxruntime_runner(ir, model, threads, faults)
-    props = {p.key: p.value for p in model.metadata_props}
-    stamp = props.get("ncet.graphir.hash")
     if unsaveable is not None:
         raise unsaveable
     origin = "" if stamp == digest else \

@@ -6,6 +6,7 @@ from __future__ import annotations
 from ..errors import REASONS
 from ..errors import quote_source as _quote_source
 from ..ir import CONSTANT_ATTRS, IRNode
+from ..onnx.import_errors import IMPORT_REASONS
 
 
 def quote_source(location: str, source_text: str) -> str:
@@ -21,7 +22,7 @@ def quote_source(location: str, source_text: str) -> str:
 
 def reason_summary(code: str) -> str:
     """The one-line meaning of a reason code ("" for a code NCET does not document)."""
-    reason = REASONS.get(code)
+    reason = REASONS.get(code) or IMPORT_REASONS.get(code)
     return reason.summary if reason is not None else ""
 
 
