@@ -26,7 +26,8 @@ from ncet.cli.phrasing import CLI_PHRASES, cli_phrased, cli_report
 PACKAGE = Path(ncet.__file__).resolve().parent
 
 ERROR_CALLS = {"Rejection", "TraceError", "UnsupportedOperatorError", "SupportBoundaryError",
-               "ConversionError", "make_error", "refuse", "ExportError"}
+               "ConversionError", "make_error", "refuse", "ExportError", "ImportRejection",
+               "ONNXImportError"}
 """The calls whose string arguments are messages and hints users read."""
 
 
@@ -68,7 +69,7 @@ def user_texts() -> list[tuple[str, str]]:
     """(file:line, text) of every string in an error call's arguments, or assigned to a name
     with "hint" in it, in ncet/frontend and ncet/onnx."""
     found = []
-    for folder in ("frontend", "export"):
+    for folder in ("frontend", "onnx"):
         for path in sorted((PACKAGE / folder).rglob("*.py")):
             tree = ast.parse(path.read_text(encoding="utf-8"))
             for node in ast.walk(tree):

@@ -1,5 +1,5 @@
 """The `ncet` command: inspect, check, convert, export, show, diff and report on models from
-the shell."""
+the shell, and import ONNX files."""
 
 from __future__ import annotations
 
@@ -22,8 +22,9 @@ def main(argv: list[str] | None = None) -> int:
         argv: The arguments after the program name; `sys.argv[1:]` when None.
 
     Returns:
-        0 on success, 1 when the model is rejected, its ONNX export is refused, a check
-        fails, a lint tool has findings or a file is malformed, 130 after Ctrl-C (one line
+        0 on success, 1 when the model is rejected, its ONNX export is refused, an ONNX
+        file's node is refused, a check fails, a lint tool has findings or a file is
+        malformed, 130 after Ctrl-C (one line
         on stderr, no traceback); `ncet diff` returns 0 when A and B are the same, 1 when
         they differ and 2 when they cannot be compared.
 

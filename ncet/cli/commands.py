@@ -38,7 +38,7 @@ from .records import (
     graph_record,
 )
 from .targets import Target, TargetError, load_target
-from .terminal import shown_graphs
+from .terminal import shown_exactness, shown_graphs
 
 OK, FAILED = 0, 1
 """Exit statuses; argparse and UsageError give 2."""
@@ -133,10 +133,10 @@ def run_convert(args: argparse.Namespace) -> int:
 def run_export(args: argparse.Namespace) -> int:
     """`ncet export TARGET -o FILE`: convert, write the ONNX file, then lint and check it when
     asked; a refusal writes nothing, lint findings and a failed check keep the file."""
-    _check_export_options(args)
+    check_export(args)
     target = _load(args)
     report = diagnose(target.model, *target.input_shapes, **_options(args))
-    facts = _export(args, report.graph, args.output) if report.ok else None
+    facts = export_to(args, report.graph, args.output) if report.ok else None
     ok = facts is not None and facts.ok
     if args.json:
         _print_json("export", **_about(target, args), ok=ok,
@@ -155,6 +155,12 @@ def run_export(args: argparse.Namespace) -> int:
 
 def _print_export(target: Target, report: ConversionReport, facts: ExportFacts) -> None:
     print(f"{target.text}: {report.summary()}")
+    print_export(facts)
+
+
+def print_export(facts: ExportFacts) -> None:
+    """An export written: the file, its nodes per op type, each tool's lint listing and the
+    check in onnxruntime when asked."""
     print(f"wrote {facts.path}: ONNX opset {facts.opset}, {facts.profile} profile, "
           f"{batch_text(facts.batch_axis)}, {facts.nodes} nodes ({facts.size:,} bytes, sha256 "
           f"{facts.sha256})")
@@ -163,10 +169,11 @@ def _print_export(target: Target, report: ConversionReport, facts: ExportFacts) 
         print()
         print(str(lint).rstrip("\n"))
     if facts.check is not None:
+        check = shown_exactness(facts.check)  # an imported GraphIR's names are the file's
         print("\nonnxruntime against the GraphIR:")
-        print(facts.check.table())
+        print(check.table())
         print()
-        print(facts.check.summary())
+        print(check.summary())
 
 
 def run_show(args: argparse.Namespace) -> int:
@@ -179,6 +186,8 @@ def run_show(args: argparse.Namespace) -> int:
             _print_json("show", path=args.file, ok=False, error=str(error), graph=None)
         limit = " (here: --max-check-bytes N or --max-check-work N)" \
             if "meaning check's" in str(error) else ""
+        if args.file.lower().endswith(".onnx"):
+            limit += f"; for an ONNX file, type `ncet import {args.file}`"
         print(f"ncet show: error: {error}{limit}", file=sys.stderr)
         return FAILED
     except FileNotFoundError as error:
@@ -201,13 +210,13 @@ def run_report(args: argparse.Namespace) -> int:
         raise UsageError(f"{', '.join(given)} shape(s) the report's ONNX export section: add "
                          "--export, e.g. ncet report TARGET -o report.html --export --lint eran")
     if args.export:
-        _check_export_options(args)
+        check_export(args)
     target = _load(args)
     report = diagnose(target.model, *target.input_shapes, **_options(args))
     exactness = _check(args, target, report) if report.ok else None
     export = None
     if args.export:
-        export = _export(args, report.graph) if report.ok else asked_export(args)
+        export = export_to(args, report.graph) if report.ok else asked_export(args)
     if importlib.util.find_spec("matplotlib") is None:
         print("ncet report: matplotlib is not installed, so the report has no plots "
               "(pip install 'ncet[report]')", file=sys.stderr)
@@ -240,14 +249,18 @@ def _load(args: argparse.Namespace) -> Target:
         raise UsageError(str(error)) from error
 
 
-def _check_export_options(args: argparse.Namespace) -> None:
+def check_export(args: argparse.Namespace) -> None:
+    """Refuse export options that name nothing there is (`check_export_options`), as a
+    usage error."""
     try:
         check_export_options(args)
     except ExportOptionError as error:
         raise UsageError(str(error)) from error
 
 
-def _export(args: argparse.Namespace, ir, path: str | None = None) -> ExportFacts:
+def export_to(args: argparse.Namespace, ir, path: str | None = None) -> ExportFacts:
+    """`export_facts` (to `path`, or in memory); an option to_onnx refuses, or a path that
+    cannot be written, is a usage error."""
     try:
         return export_facts(args, ir, path)
     except ExportOptionError as error:

@@ -10,6 +10,8 @@ from .. import load
 from ..differences import compare
 from ..errors import GraphIRFormatError
 from ..ir import GraphIR
+from .commands import UsageError
+from .importing import error_record, is_onnx, read_onnx
 from .phrasing import INPUT_SHAPE, diagnose
 from .records import document, dumps
 from .targets import TargetError, load_target
@@ -22,13 +24,14 @@ DESCRIPTION = (
     "Compare two GraphIRs node by node: nodes added, removed and changed (matched by name, "
     "then by position among the nodes of one op_type), each changed node's attributes and "
     "constants (shape, dtype, max |B - A|, bit-identical or not), the inputs and outputs. "
-    "A and B are GraphIR files (.ncet, as written by `ncet convert`) or TARGETs, converted "
-    "as `ncet convert` converts them (--eval and --rewrite apply to each TARGET). "
+    "A and B are GraphIR files (.ncet, as written by `ncet convert`), ONNX files (.onnx, "
+    "read as `ncet import` reads them) or TARGETs, converted as `ncet convert` converts "
+    "them (--eval and --rewrite apply to each TARGET). "
     "--input-shape gives the per-sample input shapes of both TARGETs; when A and B take "
     "different inputs, give A's with --input-shape-a and B's with --input-shape-b (each "
     "replaces --input-shape for its side). Exit status 0 when they are the same, 1 when "
     "they differ, 2 when A or B cannot be compared (a usage error, a missing or malformed "
-    "file, a model that does not convert).")
+    "file, a model or ONNX file that does not convert).")
 
 
 class _Trouble(Exception):
@@ -39,8 +42,8 @@ def add_arguments(command: argparse.ArgumentParser) -> None:
     """The positional A and B and the target options of `ncet diff`."""
     for side in ("a", "b"):
         command.add_argument(side, metavar=side.upper(), help=(
-            "a GraphIR file (e.g. before.ncet) or a TARGET (package.module:factory, "
-            "path/to/file.py:factory, or a bundled example name)"))
+            "a GraphIR file (e.g. before.ncet), an ONNX file (e.g. net.onnx) or a TARGET "
+            "(package.module:factory, path/to/file.py:factory, or a bundled example name)"))
     from .parser import input_shape  # the parser imports this module
 
     command.add_argument("--input-shape", action="append", type=input_shape, default=[],
@@ -79,6 +82,11 @@ def resolve(text: str, args: argparse.Namespace, side: str = "a") -> GraphIR:
     """
     own = getattr(args, f"input_shapes_{side}", [])
     flag = f"{INPUT_SHAPE}-{side}"  # the hints name the side's own flag
+    if is_onnx(text):
+        if own:
+            raise _Trouble(f"{flag} is for a TARGET, but {side.upper()} is the ONNX file "
+                           f"{text!r}, whose inputs declare their shapes: leave {flag} out")
+        return _imported(text)
     if is_file(text):
         if own:
             raise _Trouble(f"{flag} is for a TARGET, but {side.upper()} is the GraphIR file "
@@ -100,6 +108,24 @@ def resolve(text: str, args: argparse.Namespace, side: str = "a") -> GraphIR:
     if not report.ok:
         problems = "".join(f"\n- {row.message}" for row in report.errors)
         raise _Trouble(f"{text}: {report.summary()}; nothing to compare{problems}")
+    return report.graph
+
+
+def _imported(path: str) -> GraphIR:
+    """The GraphIR of an ONNX file, as `ncet import` reads it.
+
+    Raises:
+        _Trouble: The file is missing or unreadable, or a node is refused (each listed).
+    """
+    try:
+        report, _, _ = read_onnx(path)
+    except UsageError as error:
+        raise _Trouble(str(error)) from None
+    except Exception as error:  # noqa: BLE001  a hostile file: one line, never a traceback
+        raise _Trouble(error_record(error, path)["message"]) from None
+    if not report.ok:
+        problems = "".join(f"\n- {name_text(row.message)}" for row in report.errors)
+        raise _Trouble(f"{path}: {report.summary()}; nothing to compare{problems}")
     return report.graph
 
 

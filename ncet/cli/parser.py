@@ -8,14 +8,14 @@ import re
 import textwrap
 
 from ..examples import EXAMPLES
-from . import commands, diffing
+from . import commands, diffing, importing
 from .exporting import MAX_SAMPLES
 from .records import ncet_version
 from .targets import FORMS_HELP
 
 DESCRIPTION = """\
-Convert a PyTorch model to GraphIR, report every node that does not convert and why, and
-certify that the conversion is exact."""
+Convert a PyTorch model (or read an ONNX file) to GraphIR, report every node that does not
+convert and why, and certify that the conversion is exact."""
 
 EPILOG = f"""\
 examples:
@@ -26,13 +26,14 @@ examples:
   ncet export mlp -o mlp.onnx --profile verifier --lint eran --check
   ncet report residual_cnn -o report.html       one self-contained HTML file
   ncet diff before.ncet after.ncet              what changed between two GraphIRs
+  ncet import net.onnx -o net.ncet              an ONNX file read into GraphIR, certified
 
 {textwrap.fill(FORMS_HELP, 88)}
 
-exit status: 0 success; 1 the model is rejected, the ONNX export is refused, an exactness
-check fails, a lint tool has findings or a file is malformed; 2 usage error (bad arguments,
-or a TARGET that cannot be loaded); 130 Ctrl-C. `ncet diff`, like diff: 0 same, 1 different,
-2 when A or B cannot be compared.
+exit status: 0 success; 1 the model is rejected, the ONNX export is refused, an ONNX file's
+node is refused, an exactness check fails, a lint tool has findings or a file is malformed;
+2 usage error (bad arguments, a TARGET that cannot be loaded, a missing file); 130 Ctrl-C.
+`ncet diff`, like diff: 0 same, 1 different, 2 when A or B cannot be compared.
 
 Run `ncet COMMAND --help` for a command's options."""
 
@@ -52,6 +53,11 @@ COMMAND_EXAMPLES = {
     "diff": ("ncet diff before.ncet after.ncet",
              "ncet diff net.ncet mypkg.models:Net --input-shape 3,32,32 --eval --json",
              "ncet diff small.py:Net wide.py:Net --input-shape-a 16 --input-shape-b 32"),
+    "import": ("ncet import net.onnx",
+               "ncet import net.onnx --no-check --json",
+               "ncet import ACASXU_run2a_1_1_batch_2000.onnx --samples 8 -o acasxu.ncet",
+               "ncet import net.onnx --export net.verifier.onnx --profile verifier --lint eran "
+               "--check"),
     "report": ("ncet report residual_cnn -o report.html",
                "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html",
                "ncet report mlp -o mlp.html --export --profile verifier --lint eran --check"),
@@ -149,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "compare two GraphIRs (files or models) node by node",
                     diffing.DESCRIPTION)
     diffing.add_arguments(diff)
+    imported = _command(sub, "import", importing.run_import, [checking, exporting, json_only],
+                        "read an ONNX file into GraphIR and certify it against onnxruntime",
+                        importing.DESCRIPTION)
+    importing.add_arguments(imported)
     report = _command(sub, "report", commands.run_report,
                       [target, checking, exporting, json_only],
                       "write one self-contained HTML report",
@@ -171,7 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _command(sub, name: str, run, parents, summary: str, description: str):
     lines = [f"  {line}" for line in COMMAND_EXAMPLES[name]]
     epilog = "examples:\n" + "\n".join(lines)
-    if name not in ("demo", "show"):
+    if name not in ("demo", "show", "import"):
         epilog += "\n\n" + textwrap.fill(FORMS_HELP, 88)
     command = sub.add_parser(name, parents=parents, help=summary,
                              description=textwrap.fill(description, 88), epilog=epilog,

@@ -99,6 +99,7 @@ def exactness_record(report: ExactnessReport) -> dict[str, Any]:
     return {
         "ok": report.ok,
         "summary": report.summary(),
+        "worst_ratio": report.worst_ratio,
         "samples": report.samples,
         "inputs": report.inputs,
         "traced_differs": report.traced_differs,

@@ -95,6 +95,10 @@ def _load_target(text: str, input_shapes: tuple[tuple[int, ...], ...] = (),
 
 
 def _example(name: str) -> tuple[nn.Module, tuple[tuple[int, ...], ...]]:
+    if name.lower().endswith(".onnx"):
+        raise TargetError(f"TARGET {name!r} is an ONNX file, not a PyTorch model: read it "
+                          f"with `ncet import {name}` (its mapping, and the certificate "
+                          "against onnxruntime)")
     if name not in EXAMPLES:
         raise TargetError(f"TARGET {name!r} is neither package.module:factory, "
                           "path/to/file.py:factory nor a bundled example "

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, TextIO
 from ..escapes import CONTROL, escaped, name_text
 
 if TYPE_CHECKING:
+    from ..exactness.report import ExactnessReport
     from ..ir import GraphIR
 
 
@@ -46,6 +47,24 @@ def shown_graphs(*graphs: GraphIR) -> tuple[GraphIR, ...]:
     if len({name_text(name) for name in names}) < len(names):
         shown = lambda name: ascii(name)[1:-1]  # noqa: E731  one-to-one
     return tuple(_renamed(g, shown) for g in graphs)
+
+
+def shown_exactness(report: ExactnessReport) -> ExactnessReport:
+    """The report with every node and output name passed through `name_text`, for printing
+    its table and summary (the same object when no name needs it); as in `shown_graphs`,
+    names the escape would merge are shown as Python's ascii() writes them instead."""
+    names = {e.name for e in report.entries} | {i for e in report.entries for i in e.inputs} \
+        | {o.name for o in report.outputs}
+    if all(name_text(name) == name for name in names):
+        return report
+    shown = name_text
+    if len({name_text(name) for name in names}) < len(names):
+        shown = lambda name: ascii(name)[1:-1]  # noqa: E731  one-to-one
+    entries = tuple(dataclasses.replace(e, name=shown(e.name),
+                                        inputs=tuple(shown(i) for i in e.inputs))
+                    for e in report.entries)
+    outputs = tuple(dataclasses.replace(o, name=shown(o.name)) for o in report.outputs)
+    return dataclasses.replace(report, entries=entries, outputs=outputs)
 
 
 def _renamed(graph: GraphIR, shown) -> GraphIR:
