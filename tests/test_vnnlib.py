@@ -473,6 +473,15 @@ def test_written_properties_read_back_equal():
     assert read_vnnlib(text) == prop
 
 
+def test_a_source_name_with_a_line_break_stays_in_its_comment(tmp_path):
+    path = tmp_path / "a\n(assert (<= X_0 0.5))\n.vnnlib"  # would tighten the box
+    path.write_text(_text("(assert (<= X_0 1))(assert (>= X_0 0))"))
+    prop = read_vnnlib(path)
+    text = write_vnnlib(prop)
+    assert text.splitlines()[0].startswith("; written by ncet.write_vnnlib from a\\x0a(assert")
+    assert read_vnnlib(text) == prop
+
+
 def test_write_refuses_what_is_not_a_property():
     with pytest.raises(TypeError):
         write_vnnlib("(assert)")

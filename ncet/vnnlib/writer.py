@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import os
 
+from ..escapes import name_text
 from .property import Property, Row
 from .rational import Value, decimal_text, directed_text, fraction, negate
 
@@ -84,7 +85,8 @@ def _conjunction(atoms: list[str]) -> str:
 def vnnlib_text(prop: Property) -> str:
     """The VNN-LIB 1.0 text of `prop` (module docstring)."""
     numerals = _Numerals()
-    lines = [f"; written by ncet.write_vnnlib from {os.path.basename(prop.source)}", ""]
+    source = name_text(os.path.basename(prop.source))  # a newline in it must not end the comment
+    lines = [f"; written by ncet.write_vnnlib from {source}", ""]
     lines += [f"(declare-const X_{i} Real)" for i in range(prop.num_inputs)]
     lines += [f"(declare-const Y_{j} Real)" for j in range(prop.num_outputs)]
     lines.append("")
