@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-NUMERAL = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+NUMERAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
 """A decimal numeral as VNN-COMP files write them: SMT-LIB's decimals with an optional sign
 and exponent (0.5, -0.5, 5, 5., .5, 1e-06, -1.5E+3)."""
 
@@ -33,7 +33,7 @@ Value = str | Fraction
 """An exact constant: a validated decimal numeral as written, or a Fraction."""
 
 
-_EXPONENT = re.compile(r"[eE]([+-]?\d+)$")
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)$")
 
 
 def numeral_problem(text: str, _match=NUMERAL.fullmatch) -> str:

@@ -23,7 +23,7 @@ from .property import Property
 from .sexpr import SExpressions
 from .terms import Constraints
 
-NAME = re.compile(r"([XY])_(0|[1-9]\d*)")
+NAME = re.compile(r"([XY])_(0|[1-9][0-9]*)")
 IGNORED = ("check-sat", "exit", "set-logic", "set-info", "set-option")
 VERSION_2 = ("vnnlib-version", "declare-network")
 
