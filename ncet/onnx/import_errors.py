@@ -40,7 +40,7 @@ _IMPORT_REASON_ROWS = (
      "AveragePool it feeds"),
     ("onnx-static-computation", "boundary",
      "a computation on fixed values (shapes, constants) NCET does not fold"),
-    ("onnx-output", "boundary", "a graph output that is fixed"),
+    ("onnx-output", "boundary", "a graph output that is fixed, or a graph without outputs"),
     ("onnx-malformed", "boundary",
      "a node that does not follow its op's schema (arity, attribute types, required "
      "attributes), or whose attributes or fixed operands cannot be read as its op defines "

@@ -27,14 +27,6 @@ DTYPES = {onnx.TensorProto.FLOAT: "float32", onnx.TensorProto.DOUBLE: "float64"}
 
 TORCH_DTYPES = {"float32": torch.float32, "float64": torch.float64}
 
-_ELEMENTWISE = frozenset({
-    "Sigmoid", "Tanh", "Softmax", "LogSoftmax", "Sign", "Cos", "Sin", "Exp", "Log", "Abs",
-    "Sqrt", "Erf", "Clip", "Softplus", "HardSigmoid", "Elu", "Selu", "Gelu", "Floor",
-    "Ceil", "Round", "Reciprocal", "Mul", "Div", "Add", "Sub", "Pow", "Max", "Min", "Where",
-    "Relu", "LeakyRelu", "Identity", "Dropout", "Neg"})
-"""Op types whose output has the broadcast shape of their inputs (for a diagnosis's stand-in
-shapes only)."""
-
 BATCH_MODES = {
     "symbolic": "the graph inputs' first axis is symbolic ({dims}): it is the batch axis; "
                 "GraphIR's shapes are per sample, without it",
@@ -95,7 +87,7 @@ class Importer:
         self.checker = onnx.checker.C.CheckerContext()
         self.checker.ir_version = model.ir_version
         self.checker.opset_imports = {o.domain: o.version for o in model.opset_import}
-        self._shapes: dict[str, Tensor] | None = None
+        self.inferred: dict[str, Tensor] | None = None  # ONNX's shape inference, if asked
 
     # -- provenance --------------------------------------------------------------------------
 
@@ -276,68 +268,19 @@ class Importer:
                                   "re-export the network") from None
 
     def _fail(self, node) -> None:
-        """The node's outputs are not imported; in a diagnosis each keeps, where ONNX's shape
-        inference knows it, a stand-in of its shape, so the nodes after it are still judged
-        (and every node outside the boundary named at once)."""
+        """The node's outputs are not imported; in a diagnosis each keeps a stand-in of its
+        shape where one is known (`import_diagnosis`), so the nodes after it are still
+        judged, and every node outside the boundary is named at once."""
+        from .import_diagnosis import stand_in
+
         self.failed.update(node.output)
         for name in node.output:
-            ghost = None if self.strict else self._inferred().get(name) or \
-                self._batch_filled(node) or self._same_shape(node, name)
+            ghost = None if self.strict else stand_in(self, node, name)
             if ghost is not None:
                 self.values[name] = ghost
                 self.ghosts.add(name)
             else:
                 self.values.pop(name, None)
-
-    def _same_shape(self, node, name: str) -> Tensor | None:
-        """Where ONNX's inference does not know it: the shape of an elementwise op of
-        known operands, or of a MatMul of two graph tensors."""
-        known = [self.values.get(n) for n in node.input if n]
-        if name != node.output[0] or not known or \
-                not all(isinstance(v, (Tensor, np.ndarray)) for v in known):
-            return None
-        dtype = next((v.dtype for v in known if isinstance(v, Tensor)), None)
-        full = [((1,) if self.offset else ()) + tuple(v.shape) if isinstance(v, Tensor)
-                else tuple(v.shape) for v in known]
-        try:
-            if node.op_type == "MatMul" and len(full) == 2 and min(map(len, full)) >= 2:
-                a, b = full
-                shape = (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
-            elif node.op_type in _ELEMENTWISE:
-                shape = np.broadcast_shapes(*full)
-            else:
-                return None
-        except ValueError:
-            return None
-        if dtype is None or len(shape) < self.offset:
-            return None
-        return Tensor(name, tuple(int(d) for d in shape[self.offset:]), dtype)
-
-    def _batch_filled(self, node) -> Tensor | None:
-        """A ConstantOfShape of shape [N, ...]: a fixed value per sample, of that shape."""
-        shape = self.values.get(node.input[0]) \
-            if node.op_type == "ConstantOfShape" and node.input else None
-        if not isinstance(shape, np.ndarray) or shape.ndim != 1 or not len(shape) or \
-                shape[0] != BATCH or not self.offset or (shape[1:] < 1).any():
-            return None
-        return Tensor(node.output[0], tuple(int(d) for d in shape[1:]), "float32")
-
-    def _inferred(self) -> dict[str, Tensor]:
-        if self._shapes is None:
-            self._shapes = {}
-            try:
-                graph = onnx.shape_inference.infer_shapes(self.model).graph
-            except Exception:  # noqa: BLE001 - onnx's inference errors: no stand-ins
-                return self._shapes
-            for value in (*graph.value_info, *graph.output):
-                tensor = value.type.tensor_type
-                dims = [d.dim_value if d.HasField("dim_value") else None
-                        for d in tensor.shape.dim]
-                shape = dims[self.offset:]
-                if tensor.elem_type in DTYPES and dims and all(d for d in shape):
-                    self._shapes[value.name] = Tensor(value.name, tuple(shape),
-                                                      DTYPES[tensor.elem_type])
-        return self._shapes
 
     def _all_fixed(self, node) -> bool:
         if node.op_type == "Constant":
@@ -398,6 +341,8 @@ class Importer:
                (*self.input_rows, *self.rows)):
             return None
         try:
+            if not self.graph.output:
+                raise ImportRejection("onnx-output", "the graph has no outputs")
             output = output_node(self)
             if self.output_name and self.output_name not in \
                     {n.name for n in self.nodes} | set(self.values):
