@@ -22,11 +22,15 @@ from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
 from .onnx.import_errors import ONNXImportError
+from .vnnlib import Property, VNNLIBError
+from .vnnlib import read_vnnlib as _read_vnnlib
+from .vnnlib import write_vnnlib as _write_vnnlib
 
 # NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
 # keeps the internal frames); convert and diagnose are wrapped where they are defined.
 check_exactness = from_caller(_check_exactness)
 load, save = from_caller(_load), from_caller(_save)
+read_vnnlib, write_vnnlib = from_caller(_read_vnnlib), from_caller(_write_vnnlib)
 
 try:
     __version__ = _metadata.version("ncet")
@@ -239,5 +243,6 @@ __all__ = [
     "GraphIRFormatError", "IRNode", "NCETError", "Row", "Source", "SupportBoundaryError",
     "TraceError", "UnsupportedOperatorError", "check_exactness", "convert", "diagnose",
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
-    "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError",
+    "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
+    "read_vnnlib", "write_vnnlib",
 ]
