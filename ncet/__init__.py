@@ -22,11 +22,15 @@ from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
 from .onnx.import_errors import ONNXImportError
+from .vnnlib import Property, VNNLIBError
+from .vnnlib import read_vnnlib as _read_vnnlib
+from .vnnlib import write_vnnlib as _write_vnnlib
 
 # NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
 # keeps the internal frames); convert and diagnose are wrapped where they are defined.
 check_exactness = from_caller(_check_exactness)
 load, save = from_caller(_load), from_caller(_save)
+read_vnnlib, write_vnnlib = from_caller(_read_vnnlib), from_caller(_write_vnnlib)
 
 try:
     __version__ = _metadata.version("ncet")
@@ -125,9 +129,11 @@ def check_onnx(ir, onnx_model, *inputs, samples_per_scale=32, seed=0, local=True
         ValueError: The file's inputs or outputs are not the GraphIR's, the inputs do not
             match the IR or do not split into the file's fixed batch, `threads` is negative,
             or a GraphIR without operator nodes is given a file that is not its export.
-        ncet.onnx.onnx_file.ONNXFileError: (a ValueError) The file does not parse, its
-            external data cannot be read, it defines a name twice (two initializers, a
-            graph input over an initializer, ...), or onnxruntime cannot load it as given
+        ncet.onnx.onnx_file.ONNXFileError: (a ValueError) The file does not parse, is over
+            a reading limit, its external data cannot be read from the file's folder, it
+            defines a name twice (two initializers, a graph input over an initializer, ...)
+            or reads one before or without a definition (docs/export.md, "Reading a file
+            safely"), or onnxruntime cannot load it as given
             (`onnx-unloadable`) or run it (`onnx-run-failed`): `.code`, `.name`, `.entries`.
         TypeError: `ir` is not a GraphIR, `onnx_model` neither a ModelProto nor a path, or
             `threads` not an int.
@@ -237,5 +243,6 @@ __all__ = [
     "GraphIRFormatError", "IRNode", "NCETError", "Row", "Source", "SupportBoundaryError",
     "TraceError", "UnsupportedOperatorError", "check_exactness", "convert", "diagnose",
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
-    "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError",
+    "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
+    "read_vnnlib", "write_vnnlib",
 ]

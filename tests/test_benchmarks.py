@@ -74,12 +74,38 @@ def test_memory_child_imports_as_a_package():
 
 
 @pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py", "rewrite.py",
-                                    "export.py", "onnx_import.py"])
+                                    "export.py", "onnx_import.py", "vnnlib_read.py"])
 def test_runs_as_a_script(script):
     # benchmarks/ itself, not the repository root, is on sys.path: the memory import must work
     out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", script), "--help"],
                          capture_output=True, text=True, cwd="/", check=True)
     assert "usage:" in out.stdout
+
+
+def test_vnnlib_read_script_times_both_readers(tmp_path, capsys):
+    # benchmarks/vnnlib_read.py on two small corpus files, one repeat: every column, the
+    # ratios the quotients of the times, alpha-beta-CROWN's cache never left in the corpus
+    from benchmarks import vnnlib_read
+    from tests.corpus import corpus_root
+
+    root = corpus_root()
+    files = ["acasxu/vnnlib/prop_6.vnnlib", "mnist_fc/vnnlib/prop_0_0.03.vnnlib"]
+    out = tmp_path / "vnnlib.json"
+    assert vnnlib_read.main(["--files", ",".join(files), "--repeats", "1",
+                             "--synthetic-mb", "0.05", "--json", str(out)]) == 0
+    result = json.loads(out.read_text())
+    assert {"date", "cpu", "nproc", "git_head"} <= set(result["machine"])
+    assert [r["file"] for r in result["rows"]] == [*files, "nn4sys_like_0.05MB.vnnlib"]
+    assert result["rows"][2]["inputs"] == 154 and result["rows"][2]["bytes"] >= 50_000
+    for row in result["rows"]:
+        for key in ("ncet_s", "ncet_views_s", "abcrown_s", "abcrown_over_ncet"):
+            assert row[key] > 0, key
+        assert row["abcrown_over_ncet"] == pytest.approx(row["abcrown_s"] / row["ncet_s"])
+        assert row["abcrown_moved_bounds"] >= row["abcrown_inward_bounds"] >= 0
+    assert result["rows"][1]["inputs"] == 784
+    assert not list(root.rglob("*.compiled"))
+    printed = capsys.readouterr().out
+    assert "abCROWN/ncet" in printed and "not timed" in printed
 
 
 def test_rewrite_script_writes_both_comparisons(tmp_path):

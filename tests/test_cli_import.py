@@ -293,7 +293,7 @@ def test_external_data_outside_the_folder_is_refused_before_reading(tmp_path, ca
     onnx.save(model, path)
     status, out, err = call(capsys, "import", str(path))
     assert status == 1 and out == "" and err.count("\n") == 1, err
-    assert "[onnx-external-data]" in err and "Traceback" not in err
+    assert "[onnx-external-data-path]" in err and "Traceback" not in err
     assert "onnx-external-data" in READING_REASONS
 
 

@@ -19,10 +19,11 @@ PUBLIC_API = {
     "ExactnessEntry", "NCETError", "ConversionError", "TraceError",
     "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
     "check_onnx", "lint_onnx", "compare", "Comparison", "from_onnx", "diagnose_onnx",
-    "ONNXImportError",
+    "ONNXImportError", "read_vnnlib", "write_vnnlib", "Property", "VNNLIBError",
 }
 
-SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx")
+SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",
+               "ncet.vnnlib")
 
 
 def test_the_public_api_is_designs():

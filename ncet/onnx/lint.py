@@ -107,7 +107,8 @@ def lint_onnx(model_or_path, tool: str) -> LintReport:
         ONNXFileError: The model is not a valid ONNX model, or is ambiguous (a ValueError
             too; `.code` is one of `ncet.onnx.onnx_file.READING_REASONS`: onnx-unparsable,
             onnx-empty, onnx-invalid, onnx-external-data, onnx-duplicate-*,
-            onnx-malformed-node).
+            onnx-malformed-node, and the reader's limits and checks of docs/export.md,
+            "Reading a file safely").
         TypeError: `model_or_path` is none of the accepted kinds.
 
     Example:

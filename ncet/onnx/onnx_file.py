@@ -1,6 +1,9 @@
 """Reading an ONNX file, once for every NCET tool that reads one (`check_onnx`, `lint_onnx`):
-parsed as onnxruntime parses it (binary protobuf), its external data read into the model,
-and refused when a name is defined twice (`ONNXFileError`, with a stable reason code). A
+parsed as onnxruntime parses it (binary protobuf) within the limits of `file_limits`, its
+external data read from the model's folder only (`external_data`), refused when a name is
+defined twice or a value is read before or without a definition (`graph_order`), each with
+`ONNXFileError` and a stable reason code (`READING_REASONS`, `reading_errors`). Nothing in
+the file is executed. A
 name defined twice is read one way by one program and another way by the next: onnxruntime
 computes with one of two initializers of a name and a dict of them holds the other, so no
 comparison with the export could certify what runs. And a tensor's meaning (`tensor_meaning`:
@@ -10,151 +13,124 @@ external file, which is what comparisons of tensors compare."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+import stat
 
 import onnx
-from onnx import TensorProto, external_data_helper, numpy_helper
+from onnx import TensorProto, numpy_helper
 
-from ..errors import NCETError
+from . import file_limits
+from .external_data import plan_reads, read_planned
+from .graph_order import check_order
+from .reading_errors import READING_REASONS, ONNXFileError
 
-READING_REASONS = {
-    "onnx-unparsable": "the bytes do not parse as an ONNX model",
-    "onnx-empty": "no IR version, no graph or no graph nodes (lint_onnx only)",
-    "onnx-invalid": "onnx.checker rejects the model: attribute types, required attributes, "
-                    "tensor sizes, ... (lint_onnx only)",
-    "onnx-external-data": "a tensor's values are in an external file that was not or "
-                          "cannot be read",
-    "onnx-duplicate-initializer": "two initializers (dense or sparse) of one name",
-    "onnx-duplicate-definition": "one name defined twice among the graph inputs, "
-                                 "initializers and node outputs (a Constant node's included)",
-    "onnx-input-shadows-initializer": "a graph input of an initializer's name: a runtime may "
-                                      "read the initializer or a value fed in its place",
-    "onnx-malformed-node": "a node's attributes or constants cannot be read as its op "
-                           "defines them (lint_onnx only)",
-    "onnx-unloadable": "onnxruntime refuses to create a session from the file as given "
-                       "(check_onnx only)",
-    "onnx-run-failed": "onnxruntime loads the file but fails to run it on the samples "
-                       "(check_onnx only; `.name` is the IR node whose ONNX node failed, "
-                       "when known)",
-}
-"""Every reason code of `ONNXFileError`, with what it means."""
-
-
-class ONNXFileError(NCETError, ValueError):
-    """An ONNX model NCET will not read: it does not parse, its external data cannot be
-    read, or it defines a name twice, so what a runtime computes is not what a reader of the
-    file sees; or (check_onnx) onnxruntime cannot load or run it.
-
-    Attributes:
-        code: A stable reason code, one of `READING_REASONS`.
-        name: The name defined twice; for `onnx-run-failed`, the IR node whose ONNX node
-            failed, when known ("" otherwise).
-        entries: The graph entries defining it, e.g. ("initializer 0", "initializer 4",
-            "node 2 (Constant 'c') output 0").
-    """
-
-    def __init__(self, code: str, message: str, *, name: str = "",
-                 entries: tuple[str, ...] = ()):
-        assert code in READING_REASONS, f"unregistered reason code {code!r}"
-        self.code, self.name, self.entries = code, name, tuple(entries)
-        super().__init__(f"{message} [{code}]")
-
+__all__ = ["READING_REASONS", "ONNXFileError", "read_model", "refuse_ambiguity",
+           "tensor_meaning", "meaning_of", "definitions"]
 
 def read_model(source, caller: str, *, accept_bytes: bool = False,
                validate: bool = False, weights_as_inputs: bool = False) -> onnx.ModelProto:
     """The model in `source` (an onnx.ModelProto, a path, or with `accept_bytes` the
-    file's bytes), its external data read, refused if it is ambiguous (`refuse_ambiguity`).
-    A ModelProto given is returned itself (not copied), its external data, if any, must be
-    loaded already: without the file's path there is nowhere to read it from. With
-    `validate`, the model, given or parsed, must also have an IR version and graph nodes,
-    and pass the ONNX checker (`onnx-empty`, `onnx-invalid`): the same checks whatever its
-    form. With `weights_as_inputs` (an import), a graph input that is also an initializer
-    is accepted: it is that initializer's value, as a runtime reads it when nothing is fed
-    in its place (IR version 3 lists every weight among the graph inputs).
+    file's bytes), read safely: within the limits of `file_limits` (file size, parse memory,
+    nodes, subgraph nesting, declared tensor sizes), its external data read from the model's
+    folder only (`external_data`), refused if it is ambiguous (`refuse_ambiguity`) or reads a
+    value before or without a definition (`graph_order`). Nothing in the file is executed:
+    no onnxruntime session, no custom op, no shape inference; only the protobuf parser and
+    these checks read it. A ModelProto given is returned itself (not copied), its external
+    data, if any, must be loaded already: without the file's path there is nowhere to read
+    it from (a location is never taken relative to the working directory). With `validate`,
+    the model, given or parsed, must also have an IR version and graph nodes, and pass the
+    ONNX checker (`onnx-empty`, `onnx-invalid`): the same checks whatever its form.
+    With `weights_as_inputs` (an import), a graph input that is also an initializer is
+    accepted: it is that initializer's value, as a runtime reads it when nothing is fed in its
+    place (IR version 3 lists every weight among the graph inputs).
 
     Raises:
-        ONNXFileError: Not an ONNX model, external data that cannot be read, a name
-            defined twice.
+        ONNXFileError: Not an ONNX model, over a limit, external data that cannot be read
+            safely, a name defined twice, a value read before or without a definition
+            (`.code`: one of `READING_REASONS`).
         OSError: The path cannot be read.
         TypeError: `source` is none of the accepted kinds.
     """
+    size = 0
     if isinstance(source, onnx.ModelProto):
         model, what, base = source, "the model given", None
     else:
         if accept_bytes and isinstance(source, (bytes, bytearray, memoryview)):
             data, what, base = bytes(source), "the bytes given", None
+            size = len(data)
         elif isinstance(source, (str, os.PathLike)):
             what = repr(os.fspath(source))
-            with open(source, "rb") as f:
-                data = f.read()
+            data, size = _read_file(source)
             base = os.path.dirname(os.path.abspath(os.fspath(source)))
         else:
             kinds = "an onnx.ModelProto, a path or bytes" if accept_bytes else \
                 "an onnx.ModelProto or a path"
             raise TypeError(f"{caller}() expects {kinds}, not {type(source).__name__}")
-        model = onnx.ModelProto()
-        try:
-            model.ParseFromString(data)
-        except Exception as exc:  # protobuf's DecodeError, or worse, on a hostile file
-            raise ONNXFileError("onnx-unparsable", f"{what} is not an ONNX model: it does "
-                                f"not parse as one ({type(exc).__name__})") from None
-    external = [t for t in _tensors(model.graph) if external_data_helper.uses_external_data(t)]
+        if size > file_limits.MAX_FILE_BYTES:
+            raise ONNXFileError("onnx-file-too-large", f"{what} is {size} bytes, larger than "
+                                f"the limit of {file_limits.MAX_FILE_BYTES} "
+                                "(ncet.onnx.file_limits.MAX_FILE_BYTES)")
+        file_limits.check_parse_cost(data, what)
+        model = _parse(data, what)
+    tensors, subgraphs = file_limits.walk_model(model, what)
+    external = file_limits.check_tensor_sizes(tensors, what)
+    plans = []
     if external:
-        names = ", ".join(repr(t.name) for t in external[:3])
+        names = ", ".join(repr(t.name) for t, _ in external[:3])
         more = f" and {len(external) - 3} more" if len(external) > 3 else ""
         if base is None:
             raise ONNXFileError(
                 "onnx-external-data", f"{what}: the values of {names}{more} are in an external "
                 "file that was not loaded; give the file's path, or load it with "
-                "onnx.load(path), which reads them")
-        try:
-            for tensor in external:
-                external_data_helper.load_external_data_for_tensor(tensor, base)
-        except Exception as exc:  # a missing file, a path outside the model's folder, ...
-            first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-            raise ONNXFileError(
-                "onnx-external-data", f"{what}: the external data of {names}{more} cannot be "
-                f"read ({type(exc).__name__}: {first})") from None
+                "onnx.load(path), which reads them", name=external[0][0].name)
+        plans = plan_reads(external, base, what, size)  # every location checked, none opened
+    if validate:  # before the graph's order: a graph with no nodes has outputs undefined
+        _refuse_empty(model, what)
     refuse_ambiguity(model.graph, what, weights_as_inputs)
+    check_order(model, what, subgraphs)
+    read_planned(plans)
     if validate:  # a ModelProto given too: the same checks whatever the form
         _validate(model, what)
     return model
 
 
-def _validate(model: onnx.ModelProto, what: str) -> None:
+def _read_file(path) -> tuple[bytes, int]:
+    """The file's bytes and size; nothing read when it is over `MAX_FILE_BYTES`, and at most
+    one byte over from what is not a regular file (a pipe)."""
+    with open(path, "rb") as f:
+        st = os.fstat(f.fileno())
+        if not stat.S_ISREG(st.st_mode):
+            data = f.read(file_limits.MAX_FILE_BYTES + 1)
+            return data, len(data)
+        if st.st_size > file_limits.MAX_FILE_BYTES:
+            return b"", st.st_size
+        data = f.read()
+        return data, len(data)
+
+
+def _parse(data: bytes, what: str) -> onnx.ModelProto:
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as exc:  # protobuf's DecodeError, or worse, on a hostile file
+        file_limits.diagnose_unparsable(data, what)  # nested too deep: say so
+        raise ONNXFileError("onnx-unparsable", f"{what} is not an ONNX model: it does "
+                            f"not parse as one ({type(exc).__name__})") from None
+    return model
+
+
+def _refuse_empty(model: onnx.ModelProto, what: str) -> None:
     if model.ir_version <= 0 or not model.HasField("graph") or not model.graph.node:
         raise ONNXFileError("onnx-empty", f"{what} is not an ONNX model: no IR version or "
                             "no graph nodes")
+
+
+def _validate(model: onnx.ModelProto, what: str) -> None:
     try:
         onnx.checker.check_model(model)
     except Exception as exc:  # onnx.checker.ValidationError and its C++ relatives
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise ONNXFileError("onnx-invalid", f"{what} is not a valid ONNX model: {first}"
                             ) from None
-
-
-def _tensors(graph: onnx.GraphProto) -> Iterator[TensorProto]:
-    """Every tensor of the graph and its subgraphs: initializers, sparse initializers' values
-    and indices, and tensor attributes."""
-    yield from graph.initializer
-    for sparse in graph.sparse_initializer:
-        yield sparse.values
-        yield sparse.indices
-    for node in graph.node:
-        for a in node.attribute:
-            if a.HasField("t"):
-                yield a.t
-            yield from a.tensors
-            if a.HasField("sparse_tensor"):
-                yield a.sparse_tensor.values
-                yield a.sparse_tensor.indices
-            for s in a.sparse_tensors:
-                yield s.values
-                yield s.indices
-            if a.HasField("g"):
-                yield from _tensors(a.g)
-            for g in a.graphs:
-                yield from _tensors(g)
 
 
 def definitions(graph: onnx.GraphProto) -> dict[str, list[tuple[str, str]]]:
@@ -186,6 +162,13 @@ def refuse_ambiguity(graph: onnx.GraphProto, what: str = "the model",
     take the other. Only the top-level graph: NCET's export writes no subgraph, and the
     comparison with the export refuses one. With `weights_as_inputs`, one graph input and
     one initializer of a name are that initializer."""
+    names = [v.name for v in graph.input]
+    names += [t.name for t in graph.initializer]
+    names += [s.values.name for s in graph.sparse_initializer]
+    for node in graph.node:
+        names += node.output
+    if len(set(names) - {""}) == len(names) - names.count(""):
+        return  # every name once: the entries need not be written out
     for name, defs in definitions(graph).items():
         if len(defs) < 2:
             continue
