@@ -12,7 +12,7 @@ STAGES = ("read", "initializers", "constants", "emit", "shape inference", "walk"
 """Where an import's time goes: reading and parsing the file (`read_model`), the initializers
 and Constant tensors as numpy arrays (`numpy_helper.to_array`), the IR constants made from
 them (`Importer.lift`, `Importer.derived`), the IR nodes with their shapes (`Importer.emit`),
-ONNX's shape inference (a diagnosis's stand-in shapes, `Importer._inferred`), and the rest:
+ONNX's shape inference (a diagnosis's stand-in shapes, `import_diagnosis.inferred`), and the rest:
 the walk over the nodes, the rules, the report. A part missing from this version of the
 importer counts in the rest."""
 
@@ -21,13 +21,13 @@ def _timed_parts():
     """(owner, attribute, stage) of each wrapped part that exists in this version."""
     from onnx import numpy_helper
 
-    from ncet.onnx import importer
+    from ncet.onnx import import_diagnosis, importer
 
     parts = ((importer, "read_model", "read"), (numpy_helper, "to_array", "initializers"),
              (importer.Importer, "lift", "constants"),
              (importer.Importer, "derived", "constants"),
              (importer.Importer, "emit", "emit"),
-             (importer.Importer, "_inferred", "shape inference"))
+             (import_diagnosis, "inferred", "shape inference"))
     return [(owner, name, stage) for owner, name, stage in parts if name in vars(owner)]
 
 

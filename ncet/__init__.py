@@ -22,9 +22,9 @@ from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
 from .onnx.import_errors import ONNXImportError
-from .vnnlib import Property, VNNLIBError
-from .vnnlib import read_vnnlib as _read_vnnlib
-from .vnnlib import write_vnnlib as _write_vnnlib
+from .properties import Property, VNNLIBError
+from .properties import read_vnnlib as _read_vnnlib
+from .properties import write_vnnlib as _write_vnnlib
 
 # NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
 # keeps the internal frames); convert and diagnose are wrapped where they are defined.

@@ -23,7 +23,7 @@ PUBLIC_API = {
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",
-               "ncet.vnnlib")
+               "ncet.properties")
 
 
 def test_the_public_api_is_designs():

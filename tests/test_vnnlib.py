@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import ncet
-from ncet.vnnlib import VNNLIB_REASONS, Property, VNNLIBError, read_vnnlib, write_vnnlib
+from ncet.properties import VNNLIB_REASONS, Property, VNNLIBError, read_vnnlib, write_vnnlib
 from tests.corpus import corpus_properties, corpus_root
 
 F = Fraction
@@ -624,7 +624,7 @@ NUMERALS = st.builds(
 @settings(max_examples=300, deadline=None)
 @given(numeral=NUMERALS, dtype=st.sampled_from([np.float32, np.float64]))
 def test_directed_rounding_brackets_every_decimal_tightly(numeral, dtype):
-    from ncet.vnnlib.rational import rounded
+    from ncet.properties.rational import rounded
 
     x = F(numeral)
     (down,), (up,), (near,) = (rounded([numeral], dtype, r) for r in ("down", "up", "nearest"))
