@@ -48,13 +48,8 @@ REFUSED = {
 """The 12 networks the issue's census puts outside, with the op types that put them there
 (../shared/vnncomp/inventory.md, "Per file"); the other 43 import."""
 
-HINTLESS = {("Add", "onnx-broadcast"), ("Sub", "onnx-broadcast"), ("Mul", "onnx-broadcast"),
-            ("Mul", "onnx-tensor-tensor"), ("Div", "onnx-tensor-tensor"),
-            ("MatMul", "onnx-tensor-tensor"), ("MatMul", "onnx-batch-axis"),
-            ("ReduceSum", "onnx-attribute"), ("Cast", "onnx-dtype")}
-"""Refusals that carry no hint today (ncet/onnx/import_rules.py and importer.py: the
-elementwise and dense rules, and the importer's own checks); every other refusal says what
-to do."""
+HINTLESS: set[tuple[str, str]] = set()
+"""Refusals that carry no hint (none today): every refusal says what to do."""
 
 
 def op_types(network: str) -> set[str]:
@@ -117,18 +112,7 @@ def test_a_network_outside_is_refused_naming_every_offending_node(network):
         (first.code, first.fx_name, first.location)
 
 
-NOT_NAMED_TODAY = {
-    "carvana_unet_2022/onnx/unet_simp_small.onnx": "OneHot_22 (OneHot) is skipped",
-    "cctsdb_yolo/onnx/patch-1.onnx": "ScatterND_128 (ScatterND) is skipped",
-}
-"""Networks where a node of an op type without any rule reads only refused values whose
-shapes are unknown, and the diagnosis skips it instead of naming its op type
-(ncet/onnx/importer.py, `Importer._node` skips before `_map` looks at the op type)."""
-
-
-@pytest.mark.parametrize("network", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=NOT_NAMED_TODAY[n]))
-    if n in NOT_NAMED_TODAY else n for n in sorted(REFUSED)])
+@pytest.mark.parametrize("network", sorted(REFUSED))
 def test_every_node_of_an_op_type_without_a_rule_is_named(network):
     from ncet.onnx.import_rules import IMPORT_RULES
     from ncet.onnx.import_static import STATIC_RULES

@@ -38,9 +38,13 @@ def run_onnxruntime(m: onnx.ModelProto, x: np.ndarray) -> np.ndarray:
 def initializer_values(m: onnx.ModelProto) -> dict[str, np.ndarray]:
     """The file's own fixed values: initializers and Constant nodes' outputs."""
     values = {i.name: numpy_helper.to_array(i) for i in m.graph.initializer}
+    forms = {"value_float": np.float32, "value_floats": np.float32, "value_int": np.int64,
+             "value_ints": np.int64}
     for n in m.graph.node:
         if n.op_type == "Constant":
-            values[n.output[0]] = numpy_helper.to_array(n.attribute[0].t)
+            a = n.attribute[0]
+            values[n.output[0]] = numpy_helper.to_array(a.t) if a.name == "value" else \
+                np.asarray(onnx.helper.get_attribute_value(a), forms[a.name])
     return values
 
 
@@ -403,12 +407,8 @@ def _operators(ir) -> tuple[str, ...]:
     return tuple(n.op_type for n in ir.nodes if n.op_type not in ("Input", "Output"))
 
 
-KNOWN_BUGS = {
-    "Constant value_float": "importer.Importer._fixed folds a Constant's `value` tensor only; "
-                           "its other forms (value_float, value_floats, value_int, "
-                           "value_ints, ...; opset 12+) are refused as onnx-static-computation",
-}
-"""Rows that fail today for a bug outside this test's reach: strict, so a fix shows."""
+KNOWN_BUGS: dict[str, str] = {}
+"""Rows that fail today for a bug outside this test's reach (none): strict, so a fix shows."""
 
 
 def _params(cases):

@@ -63,7 +63,12 @@ def _padded_input(imp: Importer, node) -> tuple[Tensor, list[int], tuple[int, ..
 
 
 def _ints(node, name: str, default: list[int]) -> list[int]:
-    return [int(v) for v in attribute(node, name, default)]
+    """Strides, dilations or a kernel: two ints, each 1 or more."""
+    value = [int(v) for v in attribute(node, name, default)]
+    if len(value) != 2 or min(value) < 1:
+        raise ImportRejection("onnx-attribute", f"{node.op_type} {name}={value}: two sizes of "
+                              "1 or more", "check the file: onnxruntime refuses it too")
+    return value
 
 
 def _conv(imp: Importer, i: int, node) -> str:
@@ -100,7 +105,7 @@ def _pad(imp: Importer, i: int, node) -> str:
     mode = attribute(node, "mode", "constant")
     pads = attribute(node, "pads")
     if pads is None and len(node.input) > 1 and node.input[1]:
-        pads = imp.static(node.input[1], "the pads").reshape(-1).tolist()
+        pads = imp.static_ints(node.input[1], "the pads").reshape(-1).tolist()
     value = attribute(node, "value", 0.0)
     if len(node.input) > 2 and node.input[2]:
         given = imp.static(node.input[2], "the pad value").reshape(-1)

@@ -14,6 +14,10 @@ from .importer import DTYPES, Importer, Tensor, batch_note
 
 INT64_MAX = (1 << 63) - 1
 
+MAX_SAMPLE_ELEMENTS = 1 << 28
+"""The most elements one sample of a graph input may hold (1 GiB of float32): the
+certificate holds several float64 copies of each value of a chunk."""
+
 
 def read_inputs(imp: Importer) -> None:
     """The graph inputs that are not initializers, as Input nodes, and the batch mode."""
@@ -30,9 +34,11 @@ def read_inputs(imp: Importer) -> None:
             dtype, dims = _input_type(value)
             mode = "symbolic" if isinstance(dims[0], str) else \
                 "fixed" if len(dims) >= 2 and dims[0] == 1 else "none"
-            if any(not isinstance(d, int) or d < 1 for d in dims[1:]):
+            if any(not isinstance(d, int) or d < 1 for d in dims[1:]) or \
+                    (isinstance(dims[0], int) and dims[0] < 1):
                 raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} of "
-                                      f"shape {dims}: only the first axis may be symbolic",
+                                      f"shape {dims}: only the first axis may be symbolic, "
+                                      "and every size is 1 or more",
                                       "give every axis but the first a fixed size")
             if modes and mode != modes[0]:
                 raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} of "
@@ -42,6 +48,11 @@ def read_inputs(imp: Importer) -> None:
             modes.append(mode)
             shapes.append(dims)
             shape = tuple(dims[1:] if mode != "none" else dims)
+            if math.prod(shape) > MAX_SAMPLE_ELEMENTS:
+                raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} of "
+                                      f"shape {dims} holds {math.prod(shape):,} elements per "
+                                      f"sample, over {MAX_SAMPLE_ELEMENTS:,}",
+                                      "a network of such inputs is beyond NCET's budget")
             imp.batch, imp.offset = mode, int(mode != "none")
             imp.nodes.append(IRNode(value.name, "Input", (), {"index": index}, shape, dtype,
                                     source))
@@ -140,7 +151,7 @@ def _flatten(imp: Importer, i: int, node) -> str:
 
 def _reshape(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
-    target = imp.static(node.input[1], "the shape").reshape(-1).tolist()
+    target = imp.static_ints(node.input[1], "the shape", batch_ok=True).reshape(-1).tolist()
     allow_zero = int(attribute(node, "allowzero", 0))
     full = ([BATCH] if imp.offset else []) + list(x.shape)
     shape = [full[k] if s == 0 and not allow_zero and k < len(full) else s
@@ -177,7 +188,7 @@ def _reshape(imp: Importer, i: int, node) -> str:
 def _axes(imp: Importer, node, position: int) -> list[int] | None:
     axes = attribute(node, "axes")
     if axes is None and len(node.input) > position and node.input[position]:
-        axes = imp.static(node.input[position], "the axes").reshape(-1).tolist()
+        axes = imp.static_ints(node.input[position], "the axes").reshape(-1).tolist()
     return None if axes is None else [int(a) for a in axes]
 
 
@@ -263,7 +274,8 @@ def _slice(imp: Importer, i: int, node) -> str:
                                   "slice with a positive step; flip with a fixed permutation "
                                   "(Gather of an increasing run) instead")
         if axis < imp.offset:
-            if start != 0 or end < (INT64_MAX >> 1 if imp.batch == "symbolic" else 1):
+            if start != 0 or step != 1 or \
+                    end < (INT64_MAX >> 1 if imp.batch == "symbolic" else 1):
                 raise ImportRejection("onnx-batch-axis", "Slice of the batch axis",
                                       "slice axis 0 whole (0 to INT64_MAX) or not at all")
             continue
@@ -278,13 +290,13 @@ def _slice(imp: Importer, i: int, node) -> str:
 def _axes_or(imp: Importer, node, position: int, name: str) -> list[int] | None:
     value = attribute(node, name)
     if value is None and len(node.input) > position and node.input[position]:
-        value = imp.static(node.input[position], name).reshape(-1).tolist()
+        value = imp.static_ints(node.input[position], name).reshape(-1).tolist()
     return None if value is None else [int(v) for v in value]
 
 
 def _gather(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
-    indices = imp.static(node.input[1], "the indices")
+    indices = imp.static_ints(node.input[1], "the indices")
     k = sample_axis(imp, int(attribute(node, "axis", 0)), len(x.shape), "Gather")
     size = x.shape[k]
     flat = [int(v) + size if int(v) < 0 else int(v) for v in indices.reshape(-1).tolist()]

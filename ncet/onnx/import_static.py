@@ -98,7 +98,7 @@ def _clamped(start: int, end: int, step: int, size: int) -> tuple[int, int | Non
     end = end + size if end < 0 else end
     if step > 0:
         return min(max(start, 0), size), min(max(end, 0), size), step
-    start = min(max(start, -1), size - 1)
+    start = min(max(start, 0), size - 1)  # ONNX clamps a negative step's start to [0, size-1]
     end = min(max(end, -1), size - 1)
     return start, (None if end < 0 else end), step
 
