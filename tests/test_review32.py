@@ -262,3 +262,22 @@ def test_every_refusal_says_what_to_do(what, op, inputs, constant):
     with pytest.raises(ONNXImportError) as caught:
         ncet.from_onnx(model)
     assert caught.value.hint
+
+
+# -- check_onnx of a file without a batch axis whose value is a scalar ------------------------
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "runtime.onnxruntime_runner turns each onnxruntime value into a tensor through "
+    "np.ascontiguousarray, which makes a 0-d array 1-d: a file without a batch axis runs one "
+    "sample at a time, so a per-sample scalar (Gather of one index from a rank-1 input) comes "
+    "back as [1] and the certificate reports a structure VIOLATION for a correct import"))
+def test_a_per_sample_scalar_of_a_file_without_a_batch_axis_is_certified():
+    model = _model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0),
+                    helper.make_node("Relu", ["y"], ["z"])],
+                   [_vi("x", [3])], [_vi("z", None)], [_init("i", np.array(1, np.int64))])
+    ir = ncet.from_onnx(model)
+    assert ir.node("y").shape == ()
+    report = ncet.check_onnx(ir, model, samples_per_scale=1)
+    assert "computes [1]" not in str(report)
+    assert report.ok, report
