@@ -281,3 +281,28 @@ def test_a_per_sample_scalar_of_a_file_without_a_batch_axis_is_certified():
     report = ncet.check_onnx(ir, model, samples_per_scale=1)
     assert "computes [1]" not in str(report)
     assert report.ok, report
+
+
+# -- VNN-LIB ------------------------------------------------------------------------------------
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "read_vnnlib of an empty file (or one with assertions but no declarations) returns a "
+    "Property of 0 inputs and 0 outputs with one box and one unsafe disjunct of no rows "
+    "('everything is a violation'); a truncated or wrong file should be refused, e.g. as "
+    "declaring no input"))
+@pytest.mark.parametrize("text", [b"", "(assert (<= 1 2))"], ids=["empty", "no declarations"])
+def test_a_property_without_inputs_is_refused(text):
+    with pytest.raises(ncet.VNNLIBError):
+        ncet.read_vnnlib(text)
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "docs/properties.md says set-info is read and ignored, but the tokenizer (sexpr.TOKEN) "
+    "knows no SMT-LIB string literal or |quoted symbol|: a set-info whose string holds a "
+    "parenthesis is refused as vnnlib-unexpected-token"))
+def test_a_set_info_string_with_a_parenthesis_is_ignored():
+    text = ('(set-info :status "a ) b")\n(declare-const X_0 Real)\n(declare-const Y_0 Real)\n'
+            "(assert (>= X_0 0))\n(assert (<= X_0 1))\n(assert (<= Y_0 0))\n")
+    prop = ncet.read_vnnlib(text)
+    assert (prop.num_inputs, prop.num_outputs) == (1, 1)
