@@ -158,8 +158,9 @@ def test_a_batch_normalization_6_in_training_mode_is_refused():
 @pytest.mark.xfail(strict=True, reason=(
     "import_conv._batch_normalization refuses training only when an extra output is read: "
     "BatchNormalization-9..13 with its 5 outputs declared is training mode by the spec "
-    "(the output count says so), and onnxruntime computes it with the batch's statistics; "
-    "the import gives inference BatchNorm and check_onnx fails on it"))
+    "(the output count says so), and onnxruntime does not compute inference-mode "
+    "BatchNorm for it (values 0.4 apart here); the import gives inference BatchNorm and "
+    "check_onnx fails on it"))
 def test_a_batch_normalization_9_with_its_training_outputs_is_refused():
     stats = [_init(k, np.full(2, 0.5, np.float32)) for k in "sbmv"]
     model = _model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"],
