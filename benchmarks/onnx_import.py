@@ -360,8 +360,12 @@ def main(argv=None) -> int:
         print(f"the VNN-COMP corpus is not at {root}: it belongs beside the repository at "
               "../shared/vnncomp (see its README.md), or give --corpus PATH", file=sys.stderr)
         return 2
+    threads = torch.get_num_threads()
     torch.set_num_threads(args.threads)
-    result = run(args, root)
+    try:
+        result = run(args, root)
+    finally:  # called in-process by tests: leave the thread count as it was
+        torch.set_num_threads(threads)
     if not result["rows"]:
         print(f"no corpus network matches {','.join(args.networks)}", file=sys.stderr)
         return 2

@@ -1,6 +1,5 @@
-"""Review of issue 32 (ONNX import) and the VNN-LIB reader: one failing test per fault found,
-each `xfail(strict=True)` with its reason, so a fix flips it. onnxruntime and the ONNX operator
-spec are the oracles: an imported GraphIR must either be refused or compute what onnxruntime
+"""Faults a review of the ONNX import and the VNN-LIB reader found, one test each (each failed
+before its fix). onnxruntime and the ONNX operator spec are the oracles: an imported GraphIR must either be refused or compute what onnxruntime
 computes on the original file; a refusal must name what is wrong."""
 
 from __future__ import annotations
@@ -54,10 +53,6 @@ def _onnxruntime(model: onnx.ModelProto, x: np.ndarray) -> list[np.ndarray]:
 # -- import_patterns: the export's Slice -> Squeeze pattern met by a foreign file ------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "import_patterns._stage_axes takes a Squeeze's axes as written: a negative axis (-1, "
-    "valid ONNX) never matches, so Slice -> Squeeze named in the export's `<node>/...` "
-    "pattern is read as a Slice that removes nothing: (N, 3, 1) where ONNX gives (N, 3)"))
 def test_a_slice_squeeze_pattern_with_a_negative_axis_computes_what_onnx_does():
     model = _model(
         [helper.make_node("Slice", ["x", "s", "e", "a"], ["p/slice"]),
@@ -76,11 +71,6 @@ def test_a_slice_squeeze_pattern_with_a_negative_axis_computes_what_onnx_does():
     assert np.array_equal(got, want)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "import_patterns._index reads a Slice -> Reshape pattern's target from axis 1 on and "
-    "never looks at its first entry: a Reshape to [1, 2] in a file of symbolic batch (which "
-    "onnxruntime runs at batch 1 only, and which the plain Reshape rule refuses as "
-    "onnx-batch-axis) imports as a Slice that takes any batch"))
 def test_a_slice_reshape_pattern_keeps_the_batch_axis_rule():
     model = _model(
         [helper.make_node("Slice", ["x", "s", "e", "a"], ["p/slice"]),
@@ -96,10 +86,6 @@ def test_a_slice_reshape_pattern_keeps_the_batch_axis_rule():
 # -- Slice whose starts, ends and axes do not match -------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "import_layout._slice zips starts, ends, axes and steps: lists of different lengths are "
-    "silently truncated, so a file that ONNX's shape inference and onnxruntime refuse "
-    "(starts [1, 1], ends [3]) imports as a Slice of axis 1 alone"))
 def test_a_slice_whose_starts_and_ends_differ_in_length_is_refused():
     model = _model(
         [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])],
@@ -110,9 +96,6 @@ def test_a_slice_whose_starts_and_ends_differ_in_length_is_refused():
     assert caught.value.code in ("onnx-attribute", "onnx-malformed")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "import_layout._slice lets the last of two entries for one axis win; ONNX says an axis "
-    "may appear once (onnxruntime refuses the file: 'Axis 1 is referred to more than once')"))
 def test_a_slice_that_names_an_axis_twice_is_refused():
     model = _model(
         [helper.make_node("Slice", ["x", "s", "e", "a"], ["y"])],
@@ -130,10 +113,6 @@ def _x(shape=("N", 2)):
     return [_vi("x", list(shape))]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "import_rules._dropout reads only Dropout-12's training_mode input: Dropout-6 with "
-    "is_test=0 (its default) is training mode by the spec (a random dropout), imported as "
-    "Identity"))
 def test_a_dropout_6_in_training_mode_is_refused():
     model = _model([helper.make_node("Dropout", ["x"], ["y"], is_test=0)], _x(),
                    [_vi("y", None)], opset=6)
@@ -142,10 +121,6 @@ def test_a_dropout_6_in_training_mode_is_refused():
     assert caught.value.code == "onnx-training-mode"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "import_conv._batch_normalization reads only BatchNormalization-14's training_mode: "
-    "BatchNormalization-6 with is_test=0 (its default) is training mode by the spec "
-    "(normalised by the batch's own statistics), imported with the running ones"))
 def test_a_batch_normalization_6_in_training_mode_is_refused():
     stats = [_init(k, np.full(2, 0.5, np.float32)) for k in "sbmv"]
     model = _model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"],
@@ -155,12 +130,6 @@ def test_a_batch_normalization_6_in_training_mode_is_refused():
     assert caught.value.code == "onnx-training-mode"
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "import_conv._batch_normalization refuses training only when an extra output is read: "
-    "BatchNormalization-9..13 with its 5 outputs declared is training mode by the spec "
-    "(the output count says so), and onnxruntime does not compute inference-mode "
-    "BatchNorm for it (values 0.4 apart here); the import gives inference BatchNorm and "
-    "check_onnx fails on it"))
 def test_a_batch_normalization_9_with_its_training_outputs_is_refused():
     stats = [_init(k, np.full(2, 0.5, np.float32)) for k in "sbmv"]
     model = _model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"],
@@ -180,10 +149,6 @@ def test_a_batch_normalization_9_with_its_training_outputs_is_refused():
 # -- refusals that name the wrong thing -------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_pool checks only whether a node reads MaxPool's indices (imp.uses), not whether it is "
-    "a graph output: the file is then refused at the outputs as 'graph output idx is fixed: "
-    "it does not depend on the graph inputs', which is false and names no node"))
 def test_maxpool_indices_as_a_graph_output_are_refused_at_the_maxpool():
     model = _model([helper.make_node("MaxPool", ["x"], ["y", "idx"], kernel_shape=[2, 2],
                                      name="pool")],
@@ -195,10 +160,6 @@ def test_maxpool_indices_as_a_graph_output_are_refused_at_the_maxpool():
     assert "pool" in str(caught.value) and "indices" in str(caught.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "_dropout checks only whether a node reads the mask (imp.uses), not whether it is a "
-    "graph output: refused at the outputs as 'graph output mask is fixed: it does not "
-    "depend on the graph inputs', which is false"))
 def test_a_dropout_mask_as_a_graph_output_is_refused_at_the_dropout():
     model = _model([helper.make_node("Dropout", ["x"], ["y", "mask"], name="drop")], _x(),
                    [_vi("y", None), _vi("mask", None, TensorProto.BOOL)])
@@ -208,10 +169,6 @@ def test_a_dropout_mask_as_a_graph_output_is_refused_at_the_dropout():
     assert "drop" in str(caught.value)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "the importer reads graph.initializer only: an operand that is a sparse_initializer is "
-    "refused as 'depends on the graph inputs', which is false; the refusal should say the "
-    "sparse initializer is not read"))
 def test_a_sparse_initializer_operand_is_refused_as_sparse():
     graph = helper.make_graph([helper.make_node("Add", ["x", "c"], ["y"])], "g",
                               [_vi("x", ["N", 4])], [_vi("y", None)])
@@ -227,10 +184,6 @@ def test_a_sparse_initializer_operand_is_refused_as_sparse():
 # -- docs ---------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/onnx-import.md's table says a Constant's other forms (value_float, value_ints, "
-    "...) 'are refused today', but importer._CONSTANT_FORMS imports value_float, "
-    "value_floats, value_int and value_ints (and check_onnx certifies the result)"))
 def test_the_docs_say_what_a_constant_of_value_float_does():
     model = _model([helper.make_node("Constant", [], ["c"], value_float=2.5),
                     helper.make_node("Mul", ["x", "c"], ["y"])], _x(), [_vi("y", None)])
@@ -250,12 +203,6 @@ HINTLESS = [
 ]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "ImportRejection's hint defaults to '': 8 refusals in import_rules.py, 10 in importer.py "
-    "and 2 in import_patterns.py give none (onnx-zero-divisor, onnx-constant-over-tensor, "
-    "onnx-constant-not-finite, onnx-dtype, onnx-dynamic-operand, ...), though the commit "
-    "says 'a hint on every refusal'; test_onnx_import.py's hint test reads only "
-    "import_layout, import_conv and import_static"))
 @pytest.mark.parametrize("what, op, inputs, constant", HINTLESS, ids=[h[0] for h in HINTLESS])
 def test_every_refusal_says_what_to_do(what, op, inputs, constant):
     model = _model([helper.make_node(op, inputs, ["y"])], [_vi("x", ["N", 3])],
@@ -268,11 +215,6 @@ def test_every_refusal_says_what_to_do(what, op, inputs, constant):
 # -- check_onnx of a file without a batch axis whose value is a scalar ------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "runtime.onnxruntime_runner turns each onnxruntime value into a tensor through "
-    "np.ascontiguousarray, which makes a 0-d array 1-d: a file without a batch axis runs one "
-    "sample at a time, so a per-sample scalar (Gather of one index from a rank-1 input) comes "
-    "back as [1] and the certificate reports a structure VIOLATION for a correct import"))
 def test_a_per_sample_scalar_of_a_file_without_a_batch_axis_is_certified():
     model = _model([helper.make_node("Gather", ["x", "i"], ["y"], axis=0),
                     helper.make_node("Relu", ["y"], ["z"])],
@@ -287,21 +229,12 @@ def test_a_per_sample_scalar_of_a_file_without_a_batch_axis_is_certified():
 # -- VNN-LIB ------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "read_vnnlib of an empty file (or one with assertions but no declarations) returns a "
-    "Property of 0 inputs and 0 outputs with one box and one unsafe disjunct of no rows "
-    "('everything is a violation'); a truncated or wrong file should be refused, e.g. as "
-    "declaring no input"))
 @pytest.mark.parametrize("text", [b"", "(assert (<= 1 2))"], ids=["empty", "no declarations"])
 def test_a_property_without_inputs_is_refused(text):
     with pytest.raises(ncet.VNNLIBError):
         ncet.read_vnnlib(text)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "docs/properties.md says set-info is read and ignored, but the tokenizer (sexpr.TOKEN) "
-    "knows no SMT-LIB string literal or |quoted symbol|: a set-info whose string holds a "
-    "parenthesis is refused as vnnlib-unexpected-token"))
 def test_a_set_info_string_with_a_parenthesis_is_ignored():
     text = ('(set-info :status "a ) b")\n(declare-const X_0 Real)\n(declare-const Y_0 Real)\n'
             "(assert (>= X_0 0))\n(assert (<= X_0 1))\n(assert (<= Y_0 0))\n")

@@ -379,6 +379,8 @@ MALFORMED = [
      "1e99999"),
     ("too many digits", DECLARE_XY + "(assert (<= X_0 " + "1" * 5000 + "))",
      "vnnlib-bad-number", 3, 17, "1" * 5000),
+    ("no inputs", "(declare-const Y_0 Real)\n(assert (<= Y_0 1))", "vnnlib-no-inputs", 1, 1,
+     "("),
     ("index gap", "(declare-const X_0 Real)\n(declare-const X_2 Real)", "vnnlib-index-gap",
      2, 16, "X_2"),
     ("output gap", "(declare-const X_0 Real)\n(declare-const Y_1 Real)", "vnnlib-index-gap",

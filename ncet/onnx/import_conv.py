@@ -163,7 +163,7 @@ def _pool(op_type: str):
         _auto_pad(node)
         x, extra, before = _padded_input(imp, node)
         _spatial(imp, x, node.op_type)
-        if len(node.output) > 1 and node.output[1] and imp.uses.get(node.output[1]):
+        if len(node.output) > 1 and imp.is_read(node.output[1]):
             raise ImportRejection("onnx-attribute", "MaxPool whose indices output is used",
                               "use the pooled values only")
         if int(attribute(node, "storage_order", 0)):
@@ -207,9 +207,13 @@ def _global_average_pool(imp: Importer, i: int, node) -> str:
 def _batch_normalization(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
     if int(attribute(node, "training_mode", 0)) or \
-            any(out and imp.uses.get(out) for out in node.output[1:]):
+            any(imp.is_read(out) for out in node.output[1:]) or \
+            (imp.opset < 14 and any(node.output[1:])) or \
+            (imp.opset < 7 and not int(attribute(node, "is_test", 0))):
+        # before opset 14, declaring the running statistics as outputs is training mode;
+        # before opset 7, so is is_test=0 (the default)
         raise ImportRejection("onnx-training-mode", "BatchNormalization in training mode",
-                              "export the network in eval mode (model.eval())")
+                              "export the network in evaluation mode")
     _batched(imp, "BatchNormalization")
     if not int(attribute(node, "spatial", 1)):
         raise ImportRejection("onnx-attribute", "BatchNormalization with spatial=0",

@@ -56,6 +56,39 @@ IMPORT_STATUS: dict[str, str] = {code: status for code, status, _ in _IMPORT_REA
 outside the operator set, "boundary" for a supported op type used outside it."""
 
 
+DEFAULT_HINTS: dict[str, str] = {
+    "onnx-unsupported-op": "cut the network before it (the logits before a Softmax), or "
+                           "replace the op in the model before export",
+    "onnx-domain": "export without custom ops: only ONNX's own ops are imported",
+    "onnx-attribute": "re-export the node with attribute values its canonical operator takes "
+                      "(docs/onnx-import.md)",
+    "onnx-dynamic-operand": "make the operand an initializer or a Constant (fold the file, "
+                            "then certify the import with check_onnx)",
+    "onnx-batch-axis": "keep the first axis the batch axis: compute on the other axes only",
+    "onnx-input-shape": "give each graph input fixed sizes, apart from a symbolic (or 1) "
+                        "first axis",
+    "onnx-dtype": "export the network in float32 or float64 throughout",
+    "onnx-tensor-tensor": "a product of two input-dependent values is not piecewise linear: "
+                          "cut the network before it",
+    "onnx-constant-over-tensor": "divide by constants only",
+    "onnx-zero-divisor": "divide by constants that are normal numbers everywhere",
+    "onnx-broadcast": "give the constant a shape that broadcasts into the graph tensor "
+                      "without growing it",
+    "onnx-constant-not-finite": "replace NaN and infinite constants by finite values",
+    "onnx-training-mode": "export the network in evaluation mode",
+    "onnx-concat-constant": "concatenate graph tensors only",
+    "onnx-indexing": "index with one index, or an evenly spaced increasing run",
+    "onnx-pad": "pad with zeros before a Conv or AveragePool, or set the Conv's own padding",
+    "onnx-static-computation": "fold it into the file (onnxsim, say), then import again and "
+                               "certify with check_onnx",
+    "onnx-output": "return graph tensors",
+    "onnx-malformed": "re-export the network: onnx.checker or onnxruntime refuses this node",
+}
+"""What to do, per code, for a refusal whose rule gives no more specific hint."""
+
+assert set(DEFAULT_HINTS) == set(IMPORT_REASONS), "a reason code without a default hint"
+
+
 class ONNXImportError(ConversionError):
     """An ONNX file could not be imported to GraphIR: `.node` is the ONNX node's name (or
     `#<index>` for a node without one), `.spelling` its op type, `.location` "<file> node
@@ -71,4 +104,4 @@ class ImportRejection(Exception):
     def __init__(self, code: str, reason: str, hint: str = ""):
         assert code in IMPORT_REASONS, f"unregistered reason code {code!r}"
         super().__init__(reason)
-        self.code, self.reason, self.hint = code, reason, hint
+        self.code, self.reason, self.hint = code, reason, hint or DEFAULT_HINTS[code]

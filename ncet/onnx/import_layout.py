@@ -261,6 +261,12 @@ def _slice(imp: Importer, i: int, node) -> str:
                               "check the file: onnx.checker refuses it too")
     axes = _axes_or(imp, node, 3, "axes") or list(range(len(starts)))
     steps = _axes_or(imp, node, 4, "steps") or [1] * len(starts)
+    rank = len(x.shape) + imp.offset
+    if not len(starts) == len(ends) == len(axes) == len(steps) or \
+            len({a % rank for a in axes}) != len(axes):
+        raise ImportRejection("onnx-attribute", f"Slice with starts {starts}, ends {ends}, "
+                              f"axes {axes}, steps {steps}: one entry per axis, each axis "
+                              "once", "check the file: onnxruntime refuses it too")
     index = [[0, d, 1] for d in x.shape]
     last = -1
     for start, end, axis, step in zip(starts, ends, axes, steps):

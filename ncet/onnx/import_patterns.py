@@ -314,7 +314,11 @@ def _index(imp: Importer, node, chain: list[int], x: Tensor) -> list | None:
         for a in sorted(unsqueeze):
             expected.insert(a - offset, 1)
     elif kinds == ["Reshape"]:
-        expected = _ints(imp, imp.graph.node[chain[0]], 1)[offset:]
+        target = _ints(imp, imp.graph.node[chain[0]], 1)
+        if offset and not target or offset and not (
+                target[0] == 0 or (target[0] == 1 and imp.batch == "fixed")):
+            return None  # not the export's batch-keeping reshape: the ordinary rules judge it
+        expected = target[offset:]
         index = _aligned(ranges, sliced, expected, last)
     else:
         return None
@@ -330,7 +334,10 @@ def _stage_axes(imp: Importer, chain: list[int], kinds: list[str], op: str) -> s
     if op not in kinds:
         return set()
     node = imp.graph.node[chain[kinds.index(op)]]
-    return set(_ints(imp, node, 1))
+    axes = _ints(imp, node, 1)
+    if min(axes, default=0) < 0:  # the export writes them non-negative
+        raise ValueError("a negative axis: not the export's pattern")
+    return set(axes)
 
 
 def _axis_of(index: list) -> int:

@@ -52,12 +52,17 @@ def _identity(imp: Importer, i: int, node) -> str:
 
 
 def _dropout(imp: Importer, i: int, node) -> str:
+    hint = "export the network in evaluation mode"
+    if imp.opset < 7 and not int(attribute(node, "is_test", 0)):
+        raise ImportRejection("onnx-training-mode", "Dropout of opset 6 or older without "
+                              "is_test=1, which is training mode", hint)
     if len(node.input) > 2 and node.input[2]:
         training = imp.static(node.input[2], "training_mode")
         if bool(np.asarray(training).reshape(-1)[0]):
-            raise ImportRejection("onnx-training-mode", "Dropout in training mode")
-    if len(node.output) > 1 and node.output[1] and imp.uses.get(node.output[1]):
-        raise ImportRejection("onnx-training-mode", "a Dropout whose mask output is used")
+            raise ImportRejection("onnx-training-mode", "Dropout in training mode", hint)
+    if len(node.output) > 1 and imp.is_read(node.output[1]):
+        raise ImportRejection("onnx-training-mode", "a Dropout whose mask output is read",
+                              hint)
     return _emit1("Identity")(imp, i, node)
 
 

@@ -82,6 +82,12 @@ def _slice(node, xs):
     ends = _axes(node, xs, 2, "ends")
     axes = _axes(node, xs, 3) or list(range(len(starts)))
     steps = _axes(node, xs, 4, "steps") or [1] * len(starts)
+    if not len(starts) == len(ends) == len(axes) == len(steps) or \
+            any(not -data.ndim <= a < data.ndim for a in axes) or \
+            len({a % data.ndim for a in axes}) != len(axes):
+        raise ImportRejection("onnx-static-computation", "a Slice whose starts, ends, axes "
+                              "and steps are not one entry per axis, each axis once",
+                              "check the file: onnxruntime refuses it too")
     index = [slice(None)] * data.ndim
     for start, end, axis, step in zip(starts, ends, axes, steps):
         index[axis % data.ndim] = slice(*_clamped(start, end, step, data.shape[axis % data.ndim]))

@@ -84,6 +84,7 @@ class Importer:
         self.batch = "symbolic"
         self.offset = 1
         self.ghosts: set[str] = set()
+        self.sparse = {t.values.name for t in self.graph.sparse_initializer}
         self.checker = onnx.checker.C.CheckerContext()
         self.checker.ir_version = model.ir_version
         self.checker.opset_imports = {o.domain: o.version for o in model.opset_import}
@@ -103,7 +104,14 @@ class Importer:
 
     # -- values ------------------------------------------------------------------------------
 
+    def _not_sparse(self, name: str, what: str) -> None:
+        if name in self.sparse:
+            raise ImportRejection("onnx-static-computation", f"{what} {name!r} is a sparse "
+                                  "initializer", "store it dense (onnx.numpy_helper."
+                                  "from_array) and import again")
+
     def tensor(self, name: str, what: str = "the operand") -> Tensor:
+        self._not_sparse(name, what)
         value = self.values.get(name)
         if not isinstance(value, Tensor):
             raise ImportRejection("onnx-dynamic-operand", f"{what} {name!r} is fixed where a "
@@ -111,6 +119,7 @@ class Importer:
         return value
 
     def static(self, name: str, what: str) -> np.ndarray:
+        self._not_sparse(name, what)
         value = self.values.get(name)
         if not isinstance(value, np.ndarray):
             raise ImportRejection("onnx-dynamic-operand",
@@ -187,6 +196,10 @@ class Importer:
     def absorb(self, index: int, by: int, op_type: str) -> None:
         """Node `index` is computed as part of node `by`'s IR node (a MatMul's Add)."""
         self.absorbed[index] = (op_type, by)
+
+    def is_read(self, value: str) -> bool:
+        """Whether a node or the graph's outputs read `value` ("" is no value)."""
+        return bool(value) and (bool(self.uses.get(value)) or value in self.graph_outputs)
 
     def only_use(self, value: str) -> int | None:
         """The one node reading `value`, when exactly one does and it is no graph output."""

@@ -236,7 +236,7 @@ def onnxruntime_runner(ir: GraphIR, model: onnx.ModelProto, threads: int = 0,
             at = f" at IR node {node!r}" if node else ""
             raise ONNXFileError("onnx-run-failed", f"onnxruntime cannot run the file{at}: "
                                 f"{_first_line(exc)}{_so_far(faults)}", name=node) from None
-        tensors = [torch.from_numpy(np.ascontiguousarray(v)) for v in values]
+        tensors = [torch.from_numpy(np.array(v, copy=True)) for v in values]  # 0-d stays 0-d
         by_name = dict(zip(fetched, tensors))
         return by_name, tensors[:len(outputs)]
     return run

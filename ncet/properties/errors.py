@@ -17,6 +17,7 @@ VNNLIB_REASONS = {
                               "(declare-const Y_i Real), or declares a name twice",
     "vnnlib-index-gap": "the declared inputs (or outputs) are not X_0 .. X_(n-1) (Y_0 .. "
                         "Y_(m-1)) without a gap",
+    "vnnlib-no-inputs": "the file declares no input variable (an empty or truncated file)",
     "vnnlib-undeclared": "a variable that no declare-const declares",
     "vnnlib-bad-number": "a constant that is not a decimal numeral (digits, an optional sign, "
                          "point and exponent), or too long or too large to hold",

@@ -113,6 +113,9 @@ def _read(text: str, source: str) -> Property:
                            f"{head!r} is not a VNN-LIB 1.0 command (declare-const, assert)"
                            if head else "a command must start with its name", form)
     counts = {side: _count(sx, declared[side], side) for side in "XY"}
+    if not counts["X"]:  # an empty or truncated file: no region to speak of
+        raise sx.error_at("vnnlib-no-inputs", "the file declares no input: a property "
+                          "declares X_0 .. X_(n-1) and bounds each", 0)
 
     def unbounded(i: int, disjunct: int, lower: bool) -> VNNLIBError:
         where = f" in disjunct {disjunct + 1} of the input region" if disjunct else ""

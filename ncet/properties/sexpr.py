@@ -16,9 +16,10 @@ import re
 
 from .errors import VNNLIBError
 
-TOKEN = re.compile(r";[^\n]*|\(|\)|[^\s();]+")
-"""A comment (to the end of the line), a parenthesis, or an atom (anything else up to
-whitespace, a parenthesis or a comment)."""
+TOKEN = re.compile(r';[^\n]*|"(?:[^"]|"")*"|\|[^|]*\||\(|\)|[^\s();"|]+')
+"""A comment (to the end of the line), an SMT-LIB string literal ("..." with "" for a
+quote) or quoted symbol (|...|), a parenthesis, or an atom (anything else up to whitespace,
+a parenthesis, a quote or a comment)."""
 
 SKIP = re.compile(r"(?:\s+|;[^\n]*)*")
 """Whitespace and comments between forms."""
