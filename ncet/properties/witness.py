@@ -109,11 +109,11 @@ class Witness:
         return None if self.y is None else np.array([float(v) for v in self.y],
                                                     dtype=np.float64).astype(dtype)
 
-    def check_sizes(self, num_inputs: int, num_outputs: int) -> None:
-        """Raise `witness-wrong-length` unless X has num_inputs elements and Y (if any)
-        num_outputs."""
+    def check_sizes(self, num_inputs: int, num_outputs: int | None) -> None:
+        """Raise `witness-wrong-length` unless X has num_inputs elements and Y (if any, and
+        num_outputs is not None) num_outputs."""
         for name, values, n in (("X", self.x, num_inputs), ("Y", self.y, num_outputs)):
-            if values is not None and len(values) != n:
+            if values is not None and n is not None and len(values) != n:
                 raise WitnessError("witness-wrong-length", f"{len(values)} {name} values, where "
                                    f"the property has {n}", source=self.source)
 
