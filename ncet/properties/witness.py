@@ -128,9 +128,12 @@ def _where(text: str, pos: int) -> tuple[int, int]:
 
 
 def _text_of(path_or_text) -> tuple[str, str]:
-    """(text, source) from a path or the text itself (a str holding "(" is text)."""
-    if isinstance(path_or_text, bytes):
-        path_or_text = path_or_text.decode("utf-8", errors="strict")
+    """(text, source) from a path or the text itself (bytes, or a str holding "(")."""
+    if isinstance(path_or_text, (bytes, bytearray)):
+        if len(path_or_text) > MAX_BYTES:
+            raise WitnessError("witness-too-large", f"{len(path_or_text)} bytes, over "
+                               f"MAX_BYTES = {MAX_BYTES}")
+        return bytes(path_or_text).decode("utf-8", errors="strict"), "<text>"
     if isinstance(path_or_text, str) and "(" in path_or_text:
         if len(path_or_text) > MAX_BYTES:
             raise WitnessError("witness-too-large", f"text of {len(path_or_text)} characters, "
@@ -151,7 +154,8 @@ def _text_of(path_or_text) -> tuple[str, str]:
 
 
 def read_witness(path_or_text) -> Witness:
-    """Read a VNN-COMP counterexample (module docstring) from a path or its text.
+    """Read a VNN-COMP counterexample (module docstring) from a path, or its text (a str
+    holding a parenthesis, or bytes).
 
     Raises:
         WitnessError: (a ValueError) the text is not a counterexample; `.code`, `.line`,
