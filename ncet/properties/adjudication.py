@@ -69,10 +69,30 @@ class Float32:
 
 @dataclass(frozen=True)
 class Adjudication:
-    """The five answers about one counterexample, and the verdict (VERDICTS)."""
+    """The five answers about one counterexample, and the verdict (VERDICTS).
+
+    Attributes:
+        inside: X lies in the input region exactly (rational comparison, strict bounds
+            strict, no tolerance).
+        box: the index of the first box holding X (None when none does).
+        outside_by: 0 when inside; else the least over boxes of the largest distance of an
+            element of X beyond its bound (a Fraction).
+        inside_float32_box: X lies in some box with its bounds rounded outward to float32
+            (True when `inside`; a point outside only by a bound's float32 rounding).
+        exact: `Exact`: the network's output at X in exact arithmetic against the unsafe set
+            of `box` (of every box when X is in none).
+        float32: `Float32`: the same for each float32 run at X rounded to float32.
+        competition: `Competition`: VNN-COMP's rule.
+        claimed_matches: the claimed Y is what the network computes (`_claimed_matches`);
+            None without a claimed Y.
+        verdict: one of VERDICTS.
+        source: the witness's path, "<text>" or "<tensor>".
+    """
 
     inside: bool
     box: int | None
+    outside_by: Fraction
+    inside_float32_box: bool
     exact: Exact
     float32: Float32
     competition: Competition
@@ -84,7 +104,8 @@ class Adjudication:
         """The answers as JSON-serialisable values (exact margins also as "p/q" strings)."""
         lo, hi = self.exact.margin_bounds
         return {
-            "inside": self.inside, "box": self.box,
+            "inside": self.inside, "box": self.box, "outside_by": float(self.outside_by),
+            "inside_float32_box": self.inside_float32_box,
             "exact": {"violated": self.exact.violated, "margin": self.exact.margin,
                       "margin_bounds": [str(lo), str(hi)], "method": self.exact.method},
             "float32": {"violated": self.float32.violated, "margin": self.float32.margin,
@@ -102,7 +123,8 @@ class Adjudication:
             return "undecided" if v is None else "violated" if v else "not violated"
         e, f, c = self.exact, self.float32, self.competition
         lo, hi = e.margin_bounds
-        where = "no box" if self.box is None else f"box {self.box}"
+        where = f"outside every box, the nearest by {float(self.outside_by):.3g}" \
+            if self.box is None else f"box {self.box}"
         runs = "; ".join(f"{r}: {yes(v)}, margin {m:.6g}" for r, v, m in f.runs)
         exact = f"margin {e.margin:.6g} exactly" if e.method == "rational" else \
             f"margin in [{float(lo):.6g}, {float(hi):.6g}] (certified float64 enclosure)"
@@ -192,6 +214,8 @@ def adjudicate(network, property, witness, *, input_shape=None,
                          f"and the property {prop.num_inputs} inputs")
     x = w.x_exact
     box = next((i for i, case in enumerate(prop.cases) if case.box.contains(x)), None)
+    outside = Fraction(0) if box is not None else _outside_by(prop, x)
+    rounded_box = box is not None or _inside_float32_box(prop, x)
     polytopes = cases_at(prop.cases, box)
 
     value, radius = enclose_at(ir, x)
@@ -234,16 +258,37 @@ def adjudicate(network, property, witness, *, input_shape=None,
                                   f"witness ({claimed.size} Y values for "
                                   f"{prop.num_outputs} outputs)", runs[0].runtime)
         verdict = _verdict(box is not None, answer.violated, f32.violated, False)
-        return Adjudication(box is not None, box, answer, f32, competition, False, verdict,
-                            w.source)
+        return Adjudication(box is not None, box, outside, rounded_box, answer, f32,
+                            competition, False, verdict, w.source)
     competition = competition_rule(
         prop, x64, runs[0].output, runs[0].output if claimed is None else claimed,
         claimed_from="witness" if claimed is not None else runs[0].runtime,
         executed_by=runs[0].runtime)
     matches = None if claimed is None else _claimed_matches(w, runs, value, radius)
     verdict = _verdict(box is not None, answer.violated, f32.violated, competition.accepted)
-    return Adjudication(box is not None, box, answer, f32, competition, matches, verdict,
-                        w.source)
+    return Adjudication(box is not None, box, outside, rounded_box, answer, f32, competition,
+                        matches, verdict, w.source)
+
+
+def _inside_float32_box(prop: Property, x: list[Fraction]) -> bool:
+    for case in prop.cases:
+        lower, upper = case.box.as_floats(np.float32, "outward")
+        if all(Fraction(float(lo)) <= v <= Fraction(float(hi))
+               for lo, v, hi in zip(lower, x, upper)):
+            return True
+    return False
+
+
+def _outside_by(prop: Property, x: list[Fraction]) -> Fraction:
+    """How far X lies outside the region: over boxes, the least of the largest distance of
+    an element beyond its bound (0 for a point on a strict bound)."""
+    best = None
+    for lower, upper in prop.input_boxes:
+        far = max((max(lo - v, v - hi) for lo, v, hi in zip(lower, x, upper)),
+                  default=Fraction(0))
+        far = max(far, Fraction(0))
+        best = far if best is None else min(best, far)
+    return Fraction(0) if best is None else best
 
 
 def _claimed_matches(w: Witness, runs: list[Run], value, radius) -> bool:
