@@ -90,13 +90,14 @@ def test_a_witness_outside_the_box_by_one_ulp():
     prop = _property(("0", "1"), "(>= Y_0 0.5)")
     answer = ncet.adjudicate(_line(1.0, 0.0), prop, _witness(x, "1"), input_shape=(1,))
     assert answer.inside is False and answer.box is None
-    assert answer.outside_by == F(1, 2 ** 52) and answer.inside_float32_box is False
+    assert answer.outside_by == F(1, 2 ** 52)
+    assert answer.inside_float32_box  # rounded to float32, X is 1: the box's upper bound
     assert answer.exact.violated is True  # the output is unsafe, the point is not in the box
     assert answer.competition.in_box and answer.competition.accepted
     assert answer.verdict == "tolerance-only"
 
 
-def test_a_point_outside_only_by_a_bounds_float32_rounding():
+def test_a_point_outside_by_a_bounds_float32_rounding_and_beyond():
     # the box is [0, 0.1]; X_0 is float32(0.1) = 0.100000001490116119384765625 > 0.1
     x = format(float(np.float32(0.1)), ".40g")
     assert F(x) > F(1, 10)
@@ -106,6 +107,11 @@ def test_a_point_outside_only_by_a_bounds_float32_rounding():
     assert answer.outside_by == F(x) - F(1, 10)
     assert answer.exact.violated and answer.float32.violated
     assert answer.verdict == "tolerance-only"
+    # the next float32 above is outside the box even rounded outward to float32
+    beyond = format(float(np.nextafter(np.float32(0.1), np.float32(1))), ".40g")
+    answer = ncet.adjudicate(_line(1.0, 0.0), _property(("0", "0.1"), "(<= Y_0 1)"),
+                             _witness(beyond, beyond), input_shape=(1,))
+    assert not answer.inside and not answer.inside_float32_box
 
 
 def test_a_point_exactly_on_a_non_strict_boundary_is_violated_with_margin_zero():

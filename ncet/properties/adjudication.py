@@ -77,8 +77,10 @@ class Adjudication:
         box: the index of the first box holding X (None when none does).
         outside_by: 0 when inside; else the least over boxes of the largest distance of an
             element of X beyond its bound (a Fraction).
-        inside_float32_box: X lies in some box with its bounds rounded outward to float32
-            (True when `inside`; a point outside only by a bound's float32 rounding).
+        inside_float32_box: X rounded to nearest float32 (what a float32 network is fed)
+            lies in some box with its bounds rounded outward to float32: True when `inside`;
+            for a point outside, it is outside only by float32 rounding (of X as the tool
+            printed it, or of a bound).
         exact: `Exact`: the network's output at X in exact arithmetic against the unsafe set
             of `box` (of every box when X is in none).
         float32: `Float32`: the same for each float32 run at X rounded to float32.
@@ -215,7 +217,7 @@ def adjudicate(network, property, witness, *, input_shape=None,
     x = w.x_exact
     box = next((i for i, case in enumerate(prop.cases) if case.box.contains(x)), None)
     outside = Fraction(0) if box is not None else _outside_by(prop, x)
-    rounded_box = box is not None or _inside_float32_box(prop, x)
+    rounded_box = box is not None or _inside_float32_box(prop, w.x_as(np.float32))
     polytopes = cases_at(prop.cases, box)
 
     value, radius = enclose_at(ir, x)
@@ -270,13 +272,9 @@ def adjudicate(network, property, witness, *, input_shape=None,
                         matches, verdict, w.source)
 
 
-def _inside_float32_box(prop: Property, x: list[Fraction]) -> bool:
-    for case in prop.cases:
-        lower, upper = case.box.as_floats(np.float32, "outward")
-        if all(Fraction(float(lo)) <= v <= Fraction(float(hi))
-               for lo, v, hi in zip(lower, x, upper)):
-            return True
-    return False
+def _inside_float32_box(prop: Property, x32: np.ndarray) -> bool:
+    return any(bool(np.all((lower <= x32) & (x32 <= upper)))
+               for lower, upper in prop.input_boxes_as(np.float32, "outward"))
 
 
 def _outside_by(prop: Property, x: list[Fraction]) -> Fraction:
