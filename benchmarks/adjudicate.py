@@ -9,8 +9,7 @@ the wall time of one `ncet.adjudicate(onnx_path, vnnlib_path, witness_path)` (th
 the property read included; each network and property is read once before, so the first
 witness of a network does not also pay for onnx's and onnxruntime's own imports).
 
-Usage: python benchmarks/adjudicate.py [--corpus ../shared/vnncomp] [--markdown]
-        [--json out.json]
+Usage: python benchmarks/adjudicate.py [--corpus ../shared/vnncomp] [--json out.json]
 """
 
 from __future__ import annotations
@@ -108,7 +107,6 @@ def table(results: list[dict]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
-    parser.add_argument("--markdown", action="store_true", help="print the docs table")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     out = run(args.corpus)
