@@ -283,3 +283,80 @@ def test_corpus_witnesses_are_adjudicated(row):
     assert exact.exact.violated == answer.exact.violated
     lo, hi = answer.exact.margin_bounds
     assert lo <= exact.exact.margin_bounds[0] <= hi
+
+
+# --- more networks and inputs --------------------------------------------------------------
+
+class _Ops(nn.Module):
+    """Every op rational_at evaluates, in one graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 4, 3, padding=1, padding_mode="reflect", dilation=1, groups=2)
+        self.conv2 = nn.Conv2d(4, 2, 2, stride=2, dilation=1, bias=False)
+        self.fc = nn.Linear(8, 3)
+
+    def forward(self, x):
+        y = torch.relu(self.conv(x))
+        y = y * 0.75 - 0.125
+        y = 2.0 - y / 3.0
+        y = self.conv2(y).permute(0, 2, 3, 1).transpose(1, 2)
+        y = torch.flatten(y, 1)
+        z = torch.cat([y[:, :5], y[:, 5:] + 1.5], dim=1)
+        return nn.functional.leaky_relu(self.fc(z), 0.2) - self.fc(z)
+
+
+def test_rational_evaluation_of_every_op_sits_in_the_enclosure():
+    torch.manual_seed(1)
+    net = _Ops().eval()
+    ir = ncet.convert(net, (2, 4, 4))
+    assert {"Conv2d", "Linear", "ElementwiseAffine", "Permute", "Transpose", "Concat",
+            "LeakyReLU", "Sub"} <= {n.op_type for n in ir.nodes}
+    x = [F(k, 9) - F(3, 2) for k in range(32)]
+    value, radius = enclose_at(ir, x)
+    exact = rational_at(ir, x)
+    assert len(exact) == 3
+    assert all(abs(e - F(float(v))) <= F(float(r)) for e, v, r in zip(exact, value, radius))
+    with torch.no_grad():
+        ref = net.double()(torch.tensor([float(v) for v in x], dtype=torch.float64).reshape(
+            1, 2, 4, 4)).reshape(-1)
+    assert max(abs(float(e) - float(r)) for e, r in zip(exact, ref)) < 1e-12
+
+
+def test_a_boundary_case_outside_rational_evaluation_is_undecided():
+    # BatchNorm (a square root) with mean 0, variance 1, eps 0: y = x exactly, but only the
+    # enclosure can evaluate it, and at y = 0.5 on the boundary it holds both signs
+    net = nn.Sequential(nn.Linear(1, 1), nn.BatchNorm1d(1, eps=0.0)).eval()
+    with torch.no_grad():
+        net[0].weight.fill_(1.0)
+        net[0].bias.fill_(0.0)
+    answer = ncet.adjudicate(net, _property(("0", "1"), "(<= Y_0 0.5)"),
+                             _witness("0.5", "0.5"), input_shape=(1,))
+    assert answer.exact.violated is None and answer.verdict == "undecided"
+    lo, hi = answer.exact.margin_bounds
+    assert lo <= 0 <= hi
+    # away from the boundary the enclosure decides
+    answer = ncet.adjudicate(net, _property(("0", "1"), "(<= Y_0 0.5)"),
+                             _witness("0.25", "0.25"), input_shape=(1,))
+    assert answer.exact.violated is True and answer.verdict == "counterexample"
+
+
+def test_network_and_property_forms(tmp_path):
+    ir = ncet.convert(_line(1.0, 0.0), (1,))
+    ncet.save(ir, tmp_path / "net.ncet")
+    prop_path = tmp_path / "p.vnnlib"
+    prop_path.write_text(_property(("0", "1"), "(<= Y_0 0.5)"))
+    witness_path = tmp_path / "w.counterexample"
+    witness_path.write_text(_witness("0.25", "0.25"))
+    verdicts = {ncet.adjudicate(net, prop, witness).verdict for net, prop, witness in [
+        (ir, prop_path, witness_path), (str(tmp_path / "net.ncet"), str(prop_path),
+                                        str(witness_path)),
+        (ir, ncet.read_vnnlib(prop_path), read_witness(witness_path)),
+        (ir, prop_path.read_text(), witness_path.read_bytes())]}
+    assert verdicts == {"counterexample"}
+    with pytest.raises(ValueError, match="input_shape"):
+        ncet.adjudicate(_line(1.0, 0.0), prop_path, witness_path)
+    with pytest.raises(ValueError, match="exact="):
+        ncet.adjudicate(ir, prop_path, witness_path, exact="approximate")
+    with pytest.raises(ValueError, match=r"has shape \[2\], and the property 1 inputs"):
+        ncet.adjudicate(ncet.convert(nn.Linear(2, 1), (2,)), prop_path, "((X_0 0.5))")

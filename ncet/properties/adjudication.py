@@ -148,6 +148,9 @@ def _network(network, input_shape):
 
     if isinstance(network, GraphIR):
         return network, None, None
+    if isinstance(network, (str, os.PathLike)) and str(network).endswith(".ncet"):
+        from ..format.file import load
+        return load(network), None, None
     if isinstance(network, torch.nn.Module):
         from ..frontend.conversion import convert
         if input_shape is None:
@@ -185,8 +188,9 @@ def adjudicate(network, property, witness, *, input_shape=None,
     """Judge a counterexample (docs/adjudication.md).
 
     Args:
-        network: a GraphIR; an ONNX file (path, bytes or ModelProto: imported with
-            `from_onnx`, and the file run in onnxruntime for float32); or an nn.Module
+        network: a GraphIR (or a `.ncet` file's path); an ONNX file (path, bytes or
+            ModelProto: imported with `from_onnx`, and the file run in onnxruntime for
+            float32); or an nn.Module
             (converted with `convert(module, input_shape)`, and run in eager PyTorch).
         property: a Property, or a VNN-LIB path or text (`read_vnnlib`).
         witness: a `.counterexample` path or text, a `Witness`, or a tensor / array of X
@@ -202,10 +206,16 @@ def adjudicate(network, property, witness, *, input_shape=None,
     Raises:
         WitnessError: an unreadable witness, or one of the wrong length for the property.
         VNNLIBError: an unreadable property.
-        ValueError: the network's input or output size is not the property's.
+        ValueError: the network's input or output size is not the property's, it has
+            several inputs or outputs, an nn.Module without input_shape, or an unknown
+            `exact`.
+        ONNXImportError: an ONNX file with a node outside the op set (`from_onnx`).
+        RuntimeError: the arithmetic in force is outside the certificate's model.
     """
     from .reader import read_vnnlib
 
+    if exact not in ("auto", "rational"):
+        raise ValueError(f"exact={exact!r}: use 'auto' or 'rational'")
     prop = property if isinstance(property, Property) else read_vnnlib(property)
     w = _witness(witness)
     w.check_sizes(prop.num_inputs, None)  # a claimed Y of the wrong length: rejected below
@@ -235,8 +245,10 @@ def adjudicate(network, property, witness, *, input_shape=None,
             y = rational_at(ir, x)
             margin, violated = exact_margin(polytopes, y)
             answer = Exact(violated, float(margin), (margin, margin), "rational")
-        except RationalUnavailable:
-            answer = Exact(None, float((lo + hi) / 2), (lo, hi), "enclosure")
+        except RationalUnavailable:  # the enclosure's word, when it has one
+            clear = lo > 0 or hi < 0
+            answer = Exact(bool(lo > 0) if clear else None, float((lo + hi) / 2), (lo, hi),
+                           "enclosure")
 
     x64 = w.x_as(np.float64)
     runs: list[Run] = []
