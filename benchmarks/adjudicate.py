@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import csv
 import json
 import statistics
 import sys
@@ -30,26 +29,15 @@ VERDICT_ORDER = ("counterexample", "float32-only", "exact-only", "tolerance-only
 
 
 def witness_instances(corpus: Path) -> list[dict]:
-    """One row per corpus witness: benchmark, year, tool, onnx, vnnlib, witness (paths)."""
+    """One row per corpus witness: benchmark, year, tool, onnx, vnnlib, witness (paths),
+    matched as `ncet adjudicate --many` matches them (`corpus_rows`)."""
+    from ncet.cli.adjudicating import corpus_rows
+
     rows = []
-    for path in sorted((corpus / "witnesses").glob("*/*.counterexample")):
-        benchmark = path.parent.name
-        year, tool, rest = path.name[:-len(".counterexample")].split("__", 2)
-        pairs = []
-        with open(corpus / benchmark / "instances_included.csv", encoding="utf-8") as f:
-            for line in csv.reader(x for x in f if not x.startswith("#")):
-                if len(line) >= 2:
-                    onnx, vnnlib = line[0], line[1]
-                    stem = Path(onnx).name.removesuffix(".gz").removesuffix(".onnx") + "_" + \
-                        Path(vnnlib).name.removesuffix(".gz").removesuffix(".vnnlib")
-                    if stem == rest:
-                        pairs.append((onnx, vnnlib))
-        if len(set(pairs)) != 1:
-            raise ValueError(f"{path.name}: {len(set(pairs))} instances match")
-        onnx, vnnlib = pairs[0]
-        rows.append({"benchmark": benchmark, "year": year, "tool": tool,
-                     "onnx": corpus / benchmark / onnx, "vnnlib": corpus / benchmark / vnnlib,
-                     "witness": path})
+    for onnx, vnnlib, path in corpus_rows(corpus):
+        year, tool, _ = path.name.split("__", 2)
+        rows.append({"benchmark": path.parent.name, "year": year, "tool": tool,
+                     "onnx": onnx, "vnnlib": vnnlib, "witness": path})
     return rows
 
 

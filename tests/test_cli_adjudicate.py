@@ -72,3 +72,29 @@ def test_a_missing_file_is_a_usage_error(files, capsys):
               str(files / "missing.counterexample")])
     assert caught.value.code == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_many_from_a_csv_counts_the_verdicts(files, capsys):
+    (files / "many.csv").write_text(
+        "net,property,witness\n# a comment\n"
+        "net.onnx,prop.vnnlib,yes.counterexample\n"
+        "net.ncet,prop.vnnlib,no.counterexample\n"
+        "net.onnx,prop.vnnlib,bad.counterexample\n")
+    status = main(["adjudicate", "--many", str(files / "many.csv"), "-q"])
+    out = capsys.readouterr().out.splitlines()
+    assert status == 1  # one witness refused
+    assert out[0].split() == ["counterexample", "yes.counterexample"]
+    assert out[1].split() == ["not-a-counterexample", "no.counterexample"]
+    assert out[2].startswith("refused") and "witness-not-finite" in out[2]
+    assert out[3] == "1 counterexample, 1 not-a-counterexample, 1 refused"
+    status = main(["adjudicate", "--many", str(files / "many.csv"), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["counts"] == {"counterexample": 1, "not-a-counterexample": 1, "refused": 1}
+    assert [r["error"] is None for r in doc["results"]] == [True, True, False]
+
+
+def test_many_and_positionals_are_exclusive(files, capsys):
+    with pytest.raises(SystemExit) as caught:
+        main(["adjudicate", str(files / "net.onnx"), "--many", str(files / "net.onnx")])
+    assert caught.value.code == 2
+    assert "not both" in capsys.readouterr().err

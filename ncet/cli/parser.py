@@ -61,7 +61,9 @@ COMMAND_EXAMPLES = {
                "--check"),
     "adjudicate": ("ncet adjudicate ACASXU_run2a_1_2_batch_2000.onnx prop_2.vnnlib "
                    "prop_2.counterexample",
-                   "ncet adjudicate net.ncet prop.vnnlib x.counterexample --json"),
+                   "ncet adjudicate net.ncet prop.vnnlib x.counterexample --json",
+                   "ncet adjudicate --many instances.csv",
+                   "ncet adjudicate --many ../shared/vnncomp --json"),
     "report": ("ncet report residual_cnn -o report.html",
                "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html",
                "ncet report mlp -o mlp.html --export --profile verifier --lint eran --check"),
