@@ -89,6 +89,11 @@ def table(results: list[dict]) -> str:
               f"{r['answer']['outside_by']:.3g} | {r['answer']['inside_float32_box']} | "
               f"{r['answer']['exact']['margin']:.3g} | "
               f"{r['answer']['float32']['margin']:.3g} |" for r in accepted] or ["| none | | | | |"]
+    judged = [r["answer"] for r in results if "answer" in r]
+    matches = sum(a["claimed_matches"] is True for a in judged)
+    accepted = sum(a["competition"]["accepted"] for a in judged)
+    lines += ["", f"The claimed Y reproduces (`claimed_matches`) for {matches} of {len(judged)} "
+              f"witnesses; the competition's rule accepts {accepted}."]
     return "\n".join(lines)
 
 
