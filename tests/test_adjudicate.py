@@ -360,3 +360,13 @@ def test_network_and_property_forms(tmp_path):
         ncet.adjudicate(ir, prop_path, witness_path, exact="approximate")
     with pytest.raises(ValueError, match=r"has shape \[2\], and the property 1 inputs"):
         ncet.adjudicate(ncet.convert(nn.Linear(2, 1), (2,)), prop_path, "((X_0 0.5))")
+
+
+def test_overlapping_boxes_each_bring_their_own_unsafe_set():
+    # X_0 = 0.5 lies in both boxes; only the second box's unsafe set (y >= 0.25) holds y = x
+    prop = ("(declare-const X_0 Real)\n(declare-const Y_0 Real)\n(assert (or\n"
+            "  (and (>= X_0 0) (<= X_0 1) (>= Y_0 2))\n"
+            "  (and (>= X_0 0.5) (<= X_0 2) (>= Y_0 0.25))))\n")
+    answer = ncet.adjudicate(_line(1.0, 0.0), prop, _witness("0.5", "0.5"), input_shape=(1,))
+    assert answer.inside and answer.box == 0
+    assert answer.exact.violated and answer.verdict == "counterexample"

@@ -81,8 +81,8 @@ class Adjudication:
             lies in some box with its bounds rounded outward to float32: True when `inside`;
             for a point outside, it is outside only by float32 rounding (of X as the tool
             printed it, or of a bound).
-        exact: `Exact`: the network's output at X in exact arithmetic against the unsafe set
-            of `box` (of every box when X is in none).
+        exact: `Exact`: the network's output at X in exact arithmetic against the unsafe sets
+            of every box holding X (of every box when X is in none).
         float32: `Float32`: the same for each float32 run at X rounded to float32.
         competition: `Competition`: VNN-COMP's rule.
         claimed_matches: the claimed Y is what the network computes (`_claimed_matches`);
@@ -225,10 +225,11 @@ def adjudicate(network, property, witness, *, input_shape=None,
         raise ValueError(f"the network's input {node.name!r} has shape {list(node.shape)}, "
                          f"and the property {prop.num_inputs} inputs")
     x = w.x_exact
-    box = next((i for i, case in enumerate(prop.cases) if case.box.contains(x)), None)
+    boxes = [i for i, case in enumerate(prop.cases) if case.box.contains(x)]
+    box = boxes[0] if boxes else None
     outside = Fraction(0) if box is not None else _outside_by(prop, x)
     rounded_box = box is not None or _inside_float32_box(prop, w.x_as(np.float32))
-    polytopes = cases_at(prop.cases, box)
+    polytopes = cases_at(prop.cases, boxes)
 
     value, radius = enclose_at(ir, x)
     if value.size != prop.num_outputs:

@@ -17,10 +17,11 @@ from .rational import fraction
 ZERO = Fraction(0)
 
 
-def cases_at(cases: tuple[Case, ...], box: int | None) -> list[Polytope]:
-    """The polytopes that count: those of the box holding X, or of every box when X is in
-    none (the output's margin against the whole unsafe condition)."""
-    chosen = cases if box is None else (cases[box],)
+def cases_at(cases: tuple[Case, ...], boxes: list[int]) -> list[Polytope]:
+    """The polytopes that count: those of every box holding X (a property is violated when
+    the output is unsafe for some box that holds X), or of every box when X is in none (the
+    output's margin against the whole unsafe condition)."""
+    chosen = [cases[i] for i in boxes] if boxes else cases
     return [p for case in chosen for p in case.unsafe]
 
 
