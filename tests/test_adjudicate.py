@@ -370,3 +370,14 @@ def test_overlapping_boxes_each_bring_their_own_unsafe_set():
     answer = ncet.adjudicate(_line(1.0, 0.0), prop, _witness("0.5", "0.5"), input_shape=(1,))
     assert answer.inside and answer.box == 0
     assert answer.exact.violated and answer.verdict == "counterexample"
+
+
+def test_a_claimed_output_near_zero_matches_any_execution_under_the_rule():
+    # the scripts take the relative error as 0 when max|claimed| < 1e-6: a claimed Y of 0
+    # "matches" the executed 0.75, and 0 is in the unsafe set y <= 0.5
+    answer = ncet.adjudicate(_line(1.0, 0.0), _property(("0", "1"), "(<= Y_0 0.5)"),
+                             _witness("0.75", "0"), input_shape=(1,))
+    assert answer.competition.relative_error == 0.0 and answer.competition.accepted
+    assert answer.claimed_matches is False
+    assert answer.exact.violated is False and answer.float32.violated is False
+    assert answer.verdict == "tolerance-only"
