@@ -407,6 +407,30 @@ def test_cnn_check_runs_as_a_script():
     assert "usage:" in out.stdout and "--quick" in out.stdout
 
 
+def test_corpus_import_prints_the_docs_table(tmp_path, capsys):
+    """benchmarks/corpus_import.py on a corpus of two tiny files: one imported and
+    certified, one refused; the markdown table and the JSON name both."""
+    import onnx
+
+    from benchmarks import corpus_import
+    from tests.onnx_models import dense, node
+
+    (tmp_path / "a" / "onnx").mkdir(parents=True)
+    onnx.save(dense(["N", 3], [node("Relu", ["x"], ["y"])], "y", {}),
+              tmp_path / "a" / "onnx" / "relu.onnx")
+    onnx.save(dense(["N", 3], [node("Sigmoid", ["x"], ["y"])], "y", {}),
+              tmp_path / "a" / "onnx" / "sigmoid.onnx")
+    out = tmp_path / "out.json"
+    assert corpus_import.main(["--corpus", str(tmp_path), "--check", "--no-times",
+                               "--markdown", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "| `a/onnx/relu.onnx` | imported, certified | 1 | 1 |  |" in text
+    assert "| `a/onnx/sigmoid.onnx` | refused | 1 |  | `onnx-unsupported-op`: Sigmoid |" in text
+    assert "1 of 2 imported, 1 certified" in text
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["imported"] for r in rows] == [True, False]
+
+
 # --- benchmarks/onnx_import.py: from_onnx against onnxruntime's session and onnx2torch -----
 _IMPORT_NETWORKS = {  # network -> (outcome, onnx2torch's failure: None when it converts)
     "acasxu/onnx/ACASXU_run2a_1_1_batch_2000.onnx": ("imported", "NotImplementedError"),

@@ -113,3 +113,47 @@ def test_notebook_checkpoints_are_ignored_by_git():
         result = subprocess.run(["git", "check-ignore", "-q", path], cwd=DOCS.parent,
                                 capture_output=True, timeout=60)
         assert result.returncode == 0, f"{path} is not ignored"
+
+
+# -- docs/onnx-import.md -------------------------------------------------------------------------
+
+
+def _between(text: str, start: str, end: str) -> list[list[str]]:
+    """The cells of the markdown table rows between two marker comments (header and rule
+    left out)."""
+    block = text.split(start, 1)[1].split(end, 1)[0]
+    rows = [line for line in block.splitlines() if line.startswith("| ")]
+    return [[c.strip() for c in row.strip().strip("|").split(" | ")] for row in rows[1:]]
+
+
+def test_onnx_import_doc_lists_every_reason_code():
+    from ncet.onnx.import_errors import IMPORT_REASONS, IMPORT_STATUS
+
+    rows = _between((DOCS / "onnx-import.md").read_text(), "<!-- reason codes:",
+                    "<!-- end of reason codes -->")
+    assert rows == [[f"`{code}`", IMPORT_STATUS[code], reason.summary]
+                    for code, reason in IMPORT_REASONS.items()]
+
+
+def test_onnx_import_doc_maps_every_op_type_the_importer_takes():
+    from ncet.onnx.import_rules import IMPORT_RULES
+
+    text = (DOCS / "onnx-import.md").read_text()
+    table = text.split("## ONNX spellings", 1)[1].split("\n## ", 1)[0]
+    first = {m for line in table.splitlines() if line.startswith("| `")
+             for m in re.findall(r"`([A-Z][A-Za-z]*)", line.split(" | ")[0])}
+    assert set(IMPORT_RULES) <= first, set(IMPORT_RULES) - first
+
+
+def test_onnx_import_doc_corpus_table_is_what_diagnose_onnx_reports_today():
+    """The outcome and node columns of "The corpus" (benchmarks/corpus_import.py
+    --markdown) against diagnose_onnx now; the timing columns are one run's, not checked."""
+    from benchmarks.corpus_import import outcomes
+    from tests.corpus import corpus_root
+
+    root = corpus_root()
+    rows = _between((DOCS / "onnx-import.md").read_text(), "<!-- corpus table:",
+                    "<!-- end of corpus table -->")
+    documented = [[row[0], row[1].split(",")[0], *row[2:5]] for row in rows]
+    assert documented == [list(o.cells()) for o in outcomes(root)]
+    assert {row[1] for row in rows} == {"imported, certified", "refused"}

@@ -108,17 +108,11 @@ def _batch_two_model():
                    _init("big", _i64([1 << 62]))])
 
 
-@pytest.mark.xfail(strict=True, reason="import_static._cast: a Cast of the batch size to "
-                   "int32 wraps the BATCH marker to 1, so the batch size is folded as the "
-                   "constant 1 and the file's batch dependence is imported as a fixed value")
 def test_batch_size_cast_to_int32_is_refused_or_computed():
     model = _batch_two_model()
     _refused_or_agrees(model, _samples([4], batches=(1, 2, 3)))
 
 
-@pytest.mark.xfail(strict=True, reason="import_static._cast loses the BATCH marker; the "
-                   "certificate runs one batch size (all samples in one chunk) and says "
-                   "exact for a GraphIR that is wrong at batch size 2")
 def test_certificate_is_not_exact_for_a_batch_dependent_file():
     model = _batch_two_model()
     try:
@@ -235,9 +229,6 @@ def test_the_certificate_refuses_a_tampered_graphir():
 # -- from_onnx accepts a file whose GraphIR does not compute what onnxruntime computes -------
 
 
-@pytest.mark.xfail(strict=True, reason="import_static._clamped clamps a negative step's start "
-                   "to [-1, size-1]; ONNX clamps it to [0, size-1], so start=-10 on 4 "
-                   "elements reads as Python's -1 (the last element) instead of the first")
 def test_a_folded_slice_with_a_negative_step_clamps_as_onnx():
     model = _model([helper.make_node("Slice", ["c", "s", "e", "a", "st"], ["cs"]),
                     helper.make_node("Add", ["x", "cs"], ["y"])],
@@ -248,9 +239,6 @@ def test_a_folded_slice_with_a_negative_step_clamps_as_onnx():
     _refused_or_agrees(model, _samples([4]))
 
 
-@pytest.mark.xfail(strict=True, reason="import_layout._slice skips a batch-axis Slice of "
-                   "start 0 and an end past any batch without looking at its step: step 2 "
-                   "halves the batch in onnxruntime, the GraphIR keeps every sample")
 def test_a_slice_with_a_step_on_the_batch_axis_is_refused():
     model = _model([helper.make_node("Slice", ["x", "s", "e", "a", "st"], ["y"])],
                    [_vi("x", ["N", 4])], [_vi("y", None)],
@@ -259,9 +247,6 @@ def test_a_slice_with_a_step_on_the_batch_axis_is_refused():
     _refused_or_agrees(model, _samples([4]))
 
 
-@pytest.mark.xfail(strict=True, reason="import_layout._slice reads starts/ends through "
-                   "Importer.static without refusing the BATCH marker (import_static._fixed): "
-                   "the batch size is clamped as the number -(2**62)+1, i.e. start 0")
 def test_the_batch_size_as_a_slice_start_is_refused():
     model = _model([helper.make_node("Shape", ["x"], ["shape"]),
                     helper.make_node("Gather", ["shape", "zero"], ["n"]),
@@ -272,9 +257,6 @@ def test_the_batch_size_as_a_slice_start_is_refused():
     _refused_or_agrees(model, _samples([4]))
 
 
-@pytest.mark.xfail(strict=True, reason="import_conv._batch_normalization, in batch mode "
-                   "'none' (offset 0), takes the file's first axis as the channel axis; "
-                   "ONNX normalises axis 1")
 def test_batchnorm_without_a_batch_axis_normalises_onnx_channels():
     model = _model([helper.make_node("BatchNormalization", ["x", "s", "b", "m", "v"], ["y"])],
                    [_vi("x", [3, 3])], [_vi("y", [3, 3])],
@@ -286,11 +268,6 @@ def test_batchnorm_without_a_batch_axis_normalises_onnx_channels():
     _refused_or_agrees(model, [{"x": rs.randn(3, 3).astype(np.float32)}], batched=False)
 
 
-@pytest.mark.xfail(strict=True, reason="import_conv._spatial checks the per-sample rank (3) "
-                   "without the batch offset, and _pool never checks len(kernel_shape): a 1-d "
-                   "pool of a (2, 3, 8) file tensor becomes a 2-d pool over its last two axes "
-                   "(kernel [2]: a declared shape, import_shapes._pool zips, that is not what "
-                   "it computes; GlobalAveragePool: AdaptiveAvgPool2d over axes 1 and 2)")
 @pytest.mark.parametrize("op", ["MaxPool", "AveragePool", "GlobalAveragePool"])
 def test_one_dimensional_pooling_without_a_batch_axis(op):
     attrs = {} if op == "GlobalAveragePool" else {"kernel_shape": [2]}
@@ -300,9 +277,6 @@ def test_one_dimensional_pooling_without_a_batch_axis(op):
     _refused_or_agrees(model, [{"x": rs.randn(2, 3, 8).astype(np.float32)}], batched=False)
 
 
-@pytest.mark.xfail(strict=True, reason="importer._map ignores opset < 7 broadcasting: Add-6 "
-                   "with broadcast=1, axis=1 aligns c with axis 1, the import aligns it with "
-                   "the last axis (numpy's rule)")
 def test_legacy_axis_broadcasting_is_refused():
     model = _model([helper.make_node("Add", ["x", "c"], ["y"], broadcast=1, axis=1)],
                    [_vi("x", ["N", 3, 3])], [_vi("y", None)],
@@ -312,9 +286,6 @@ def test_legacy_axis_broadcasting_is_refused():
         ncet.from_onnx(model)
 
 
-@pytest.mark.xfail(strict=True, reason="import_layout.read_inputs checks dims[1:] >= 1 but "
-                   "not the first axis: a first dim of 0 (batch mode 'none') is a per-sample "
-                   "shape of zero elements, and check_onnx says exact having compared nothing")
 def test_a_zero_size_input_is_not_certified_exact():
     model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [0, 4])],
                    [_vi("y", None)])
@@ -325,9 +296,6 @@ def test_a_zero_size_input_is_not_certified_exact():
     assert not ncet.check_onnx(ir, model, samples_per_scale=2).ok
 
 
-@pytest.mark.xfail(strict=True, reason="import_layout.read_inputs does not check the first "
-                   "dim: -3 becomes a per-sample shape [-3, 4], a GraphIR ncet.save refuses, "
-                   "and check_onnx crashes with torch's RuntimeError")
 def test_a_negative_first_dim_is_refused():
     model = _model([helper.make_node("Relu", ["x"], ["y"])], [_vi("x", [-3, 4])],
                    [_vi("y", None)])
@@ -335,9 +303,6 @@ def test_a_negative_first_dim_is_refused():
         ncet.from_onnx(model)
 
 
-@pytest.mark.xfail(strict=True, reason="no stride check in import_conv._conv: strides "
-                   "[-1, -1] give a GraphIR with sizes -1 (import_shapes._window) that "
-                   "ncet.save refuses and onnxruntime cannot load")
 def test_negative_conv_strides_are_refused():
     model = _model([helper.make_node("Conv", ["x", "w"], ["y"], strides=[-1, -1])],
                    [_vi("x", ["N", 1, 4, 4])], [_vi("y", None)],
@@ -473,16 +438,7 @@ its GraphIR means something no runtime computes, and check_onnx can only say the
 not load."""
 
 
-_TYPED_OPERANDS = pytest.mark.xfail(strict=True, reason="float indices and shapes are used "
-                                    "as ints: the type constraints of a node's inputs are "
-                                    "not checked (onnx.checker.check_node checks arity and "
-                                    "attributes only)")
-
-
-@pytest.mark.parametrize("case", [
-    pytest.param(c, marks=_TYPED_OPERANDS) if c in ("gather_of_float_indices",
-                                                    "reshape_to_a_float_shape") else c
-    for c in sorted(UNLOADABLE)])
+@pytest.mark.parametrize("case", sorted(UNLOADABLE))
 def test_a_file_onnxruntime_refuses_is_refused(case):
     model = UNLOADABLE[case]()
     with pytest.raises(Exception) as refused_by_onnxruntime:
@@ -504,24 +460,12 @@ OUT_OF_RANGE_AXES = {
 """Axes outside [-rank, rank): onnxruntime refuses each file."""
 
 
-_WRAPPED_AXES = pytest.mark.xfail(strict=True, reason="import_layout._slice (axis %= rank) "
-                                  "and _unsqueeze (a % rank) wrap an out-of-range axis onto "
-                                  "another one instead of refusing it (sample_axis checks "
-                                  "the range; these do not use it)")
-
-
-@pytest.mark.parametrize("op", [pytest.param(o, marks=_WRAPPED_AXES) if o != "ReduceSum"
-                                else o for o in sorted(OUT_OF_RANGE_AXES)])
+@pytest.mark.parametrize("op", sorted(OUT_OF_RANGE_AXES))
 def test_an_out_of_range_axis_is_refused(op):
     with pytest.raises(ONNXImportError):
         ncet.from_onnx(OUT_OF_RANGE_AXES[op]())
 
 
-@pytest.mark.xfail(strict=True, reason="import_layout.read_inputs takes any declared dims "
-                   "(no budget like ncet.load's, ncet/format/budget.py): a 100-byte file "
-                   "imports as a GraphIR of 2**80 elements per sample, which check_onnx "
-                   "would then try to generate inputs for (issue 32: huge declared dims get "
-                   "a clear error, bounded memory)")
 def test_huge_declared_dims_are_refused():
     model = _model([_node("Relu", ["x"])], [_vi("x", ["N", 1 << 40, 1 << 40])], Y)
     with pytest.raises(CLEAR):

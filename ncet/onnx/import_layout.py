@@ -14,6 +14,10 @@ from .importer import DTYPES, Importer, Tensor, batch_note
 
 INT64_MAX = (1 << 63) - 1
 
+MAX_SAMPLE_ELEMENTS = 1 << 28
+"""The most elements one sample of a graph input may hold (1 GiB of float32): the
+certificate holds several float64 copies of each value of a chunk."""
+
 
 def read_inputs(imp: Importer) -> None:
     """The graph inputs that are not initializers, as Input nodes, and the batch mode."""
@@ -30,16 +34,25 @@ def read_inputs(imp: Importer) -> None:
             dtype, dims = _input_type(value)
             mode = "symbolic" if isinstance(dims[0], str) else \
                 "fixed" if len(dims) >= 2 and dims[0] == 1 else "none"
-            if any(not isinstance(d, int) or d < 1 for d in dims[1:]):
+            if any(not isinstance(d, int) or d < 1 for d in dims[1:]) or \
+                    (isinstance(dims[0], int) and dims[0] < 1):
                 raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} of "
-                                      f"shape {dims}: only the first axis may be symbolic")
+                                      f"shape {dims}: only the first axis may be symbolic, "
+                                      "and every size is 1 or more",
+                                      "give every axis but the first a fixed size")
             if modes and mode != modes[0]:
                 raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} of "
                                       f"shape {dims} reads as batch mode {mode!r}, the first "
-                                      f"input as {modes[0]!r}")
+                                      f"input as {modes[0]!r}", "give every graph input the same "
+                                      "first axis: symbolic, or 1")
             modes.append(mode)
             shapes.append(dims)
             shape = tuple(dims[1:] if mode != "none" else dims)
+            if math.prod(shape) > MAX_SAMPLE_ELEMENTS:
+                raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} of "
+                                      f"shape {dims} holds {math.prod(shape):,} elements per "
+                                      f"sample, over {MAX_SAMPLE_ELEMENTS:,}",
+                                      "a network of such inputs is beyond NCET's budget")
             imp.batch, imp.offset = mode, int(mode != "none")
             imp.nodes.append(IRNode(value.name, "Input", (), {"index": index}, shape, dtype,
                                     source))
@@ -61,15 +74,17 @@ def _input_type(value) -> tuple[str, list]:
     kind = value.type.WhichOneof("value")
     if kind != "tensor_type":
         raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} is a {kind}, "
-                              "not a tensor")
+                              "not a tensor", "only tensor inputs are imported")
     tensor = value.type.tensor_type
     dtype = DTYPES.get(tensor.elem_type)
     if dtype is None:
         raise ImportRejection("onnx-dtype", f"graph input {value.name!r} of element type "
-                              f"{tensor.elem_type}: only float32 and float64 are imported")
+                              f"{tensor.elem_type}: only float32 and float64 are imported",
+                              "export the network in float32 or float64")
     if not tensor.HasField("shape") or not tensor.shape.dim:
         raise ImportRejection("onnx-input-shape", f"graph input {value.name!r} has no "
-                              "declared shape, or rank 0")
+                              "declared shape, or rank 0", "declare the input's shape, "
+                              "e.g. with onnx.shape_inference or the exporter's input names")
     dims = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
             for d in tensor.shape.dim]
     return dtype, dims
@@ -79,7 +94,12 @@ def output_node(imp: Importer) -> IRNode:
     """The Output node: the graph outputs, each a graph tensor."""
     names = []
     for value in imp.graph.output:
-        names.append(imp.tensor(value.name, "graph output").name)
+        tensor = imp.values.get(value.name)
+        if not isinstance(tensor, Tensor):
+            raise ImportRejection("onnx-output", f"graph output {value.name!r} is fixed: it "
+                                  "does not depend on the graph inputs",
+                                  "leave the constant out of the file's outputs")
+        names.append(tensor.name)  # an Identity read back (import_patterns) names its input
     taken = {n.name for n in imp.nodes} | set(imp.values)
     name, n = "output", 1
     while name in taken:
@@ -93,10 +113,13 @@ def sample_axis(imp: Importer, axis: int, rank: int, what: str) -> int:
     full = rank + imp.offset
     if not -full <= axis < full:
         raise ImportRejection("onnx-attribute", f"{what} axis {axis} out of range for rank "
-                              f"{full}")
+                              f"{full}", "check the file: onnx.checker and "
+                              "onnx.shape_inference refuse it too")
     axis %= full
     if axis < imp.offset:
-        raise ImportRejection("onnx-batch-axis", f"{what} on axis 0, the batch axis")
+        raise ImportRejection("onnx-batch-axis", f"{what} on axis 0, the batch axis",
+                              "GraphIR's operators act on one sample: keep the batch axis "
+                              "out of the network's computation")
     return axis - imp.offset
 
 
@@ -111,7 +134,12 @@ def _flatten(imp: Importer, i: int, node) -> str:
     axis = int(attribute(node, "axis", 1))
     axis = axis + rank if axis < 0 else axis
     if axis < imp.offset:
-        raise ImportRejection("onnx-batch-axis", "Flatten at axis 0 merges the batch axis")
+        raise ImportRejection("onnx-batch-axis", "Flatten at axis 0 merges the batch axis",
+                              "flatten at axis 1 (x.flatten(1))")
+    if imp.offset and axis > 1:
+        raise ImportRejection("onnx-batch-axis", f"Flatten at axis {axis} merges the batch "
+                              f"axis with the {axis - 1} after it",
+                              "flatten at axis 1 (x.flatten(1)), or reshape to [N, ...]")
     if imp.offset and axis == 1 and x.shape:
         imp.emit("Flatten", [x], {"start_dim": 0, "end_dim": len(x.shape) - 1},
                  node.output[0], (i,))
@@ -123,11 +151,14 @@ def _flatten(imp: Importer, i: int, node) -> str:
 
 def _reshape(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
-    target = imp.static(node.input[1], "the shape").reshape(-1).tolist()
+    target = imp.static_ints(node.input[1], "the shape", batch_ok=True).reshape(-1).tolist()
     allow_zero = int(attribute(node, "allowzero", 0))
     full = ([BATCH] if imp.offset else []) + list(x.shape)
     shape = [full[k] if s == 0 and not allow_zero and k < len(full) else s
              for k, s in enumerate(target)]
+    if imp.offset and not shape:
+        raise ImportRejection("onnx-batch-axis", "Reshape to a scalar removes the batch axis",
+                              "reshape to [N, ...] with the batch size first")
     if imp.offset:
         first, rest = shape[0], shape[1:]
         numel = math.prod(x.shape)
@@ -140,22 +171,24 @@ def _reshape(imp: Importer, i: int, node) -> str:
                                   "x.view(x.size(0), -1) or Flatten) before exporting")
         shape = rest
     if BATCH in shape:
-        raise ImportRejection("onnx-batch-axis", f"Reshape to {target} moves the batch size")
+        raise ImportRejection("onnx-batch-axis", f"Reshape to {target} moves the batch size",
+                              "reshape to [N, ...] with the batch size first only")
     if shape.count(-1) == 1:
         known = math.prod(s for s in shape if s != -1)
         if known == 0 or math.prod(x.shape) % known:
-            raise ImportRejection("onnx-attribute", f"Reshape to {target} does not fit")
+            raise ImportRejection("onnx-attribute", f"Reshape to {target} does not fit",
+                                  "check the file: onnxruntime refuses it too")
         shape[shape.index(-1)] = math.prod(x.shape) // known
     if any(s < 0 for s in shape) or math.prod(shape) != math.prod(x.shape):
         raise ImportRejection("onnx-attribute", f"Reshape of {list(x.shape)} per sample to "
-                              f"{target}")
+                              f"{target}", "check the file: onnxruntime refuses it too")
     return _reshape_to(imp, i, node, x, shape)
 
 
 def _axes(imp: Importer, node, position: int) -> list[int] | None:
     axes = attribute(node, "axes")
     if axes is None and len(node.input) > position and node.input[position]:
-        axes = imp.static(node.input[position], "the axes").reshape(-1).tolist()
+        axes = imp.static_ints(node.input[position], "the axes").reshape(-1).tolist()
     return None if axes is None else [int(a) for a in axes]
 
 
@@ -164,10 +197,12 @@ def _squeeze(imp: Importer, i: int, node) -> str:
     axes = _axes(imp, node, 1)
     if axes is None:
         raise ImportRejection("onnx-attribute", "Squeeze without axes: whether the batch "
-                              "axis goes depends on the batch size")
+                              "axis goes depends on the batch size",
+                              "give Squeeze its axes")
     drop = {sample_axis(imp, a, len(x.shape), "Squeeze") for a in axes}
     if any(x.shape[a] != 1 for a in drop):
-        raise ImportRejection("onnx-attribute", "Squeeze of an axis whose size is not 1")
+        raise ImportRejection("onnx-attribute", "Squeeze of an axis whose size is not 1",
+                              "check the file: onnxruntime refuses it too")
     return _reshape_to(imp, i, node, x, [d for k, d in enumerate(x.shape) if k not in drop])
 
 
@@ -175,9 +210,14 @@ def _unsqueeze(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
     axes = _axes(imp, node, 1) or []
     rank = len(x.shape) + imp.offset + len(axes)
+    if any(not -rank <= a < rank for a in axes) or len({a % rank for a in axes}) < len(axes):
+        raise ImportRejection("onnx-attribute", f"Unsqueeze axes {axes} out of range for rank "
+                              f"{rank}, or repeated", "check the file: onnxruntime refuses "
+                              "it too")
     new = sorted(a % rank for a in axes)
     if any(a < imp.offset for a in new):
-        raise ImportRejection("onnx-batch-axis", "Unsqueeze before the batch axis")
+        raise ImportRejection("onnx-batch-axis", "Unsqueeze before the batch axis",
+                              "keep the batch axis first")
     shape = list(x.shape)
     for a in new:
         shape.insert(a - imp.offset, 1)
@@ -189,7 +229,8 @@ def _transpose(imp: Importer, i: int, node) -> str:
     rank = len(x.shape) + imp.offset
     perm = [int(p) for p in attribute(node, "perm", list(range(rank))[::-1])]
     if sorted(perm) != list(range(rank)) or perm[:imp.offset] != list(range(imp.offset)):
-        raise ImportRejection("onnx-batch-axis", f"Transpose perm={perm} moves the batch axis")
+        raise ImportRejection("onnx-batch-axis", f"Transpose perm={perm} moves the batch axis",
+                              "keep axis 0 in place (perm starting with 0)")
     imp.emit("Permute", [x], {"perm": [p - imp.offset for p in perm[imp.offset:]]},
              node.output[0], (i,))
     return "Permute"
@@ -198,9 +239,14 @@ def _transpose(imp: Importer, i: int, node) -> str:
 def _concat(imp: Importer, i: int, node) -> str:
     if any(not isinstance(imp.values.get(n), Tensor) for n in node.input):
         raise ImportRejection("onnx-concat-constant", "Concat of a fixed tensor with graph "
-                              "tensors")
+                              "tensors", "concatenate graph tensors only; add a "
+                              "constant block as a bias (Add) instead")
     xs = [imp.tensor(n) for n in node.input]
-    axis = sample_axis(imp, int(attribute(node, "axis")), len(xs[0].shape), "Concat")
+    axis = attribute(node, "axis")
+    if axis is None:
+        raise ImportRejection("onnx-attribute", "Concat without its axis",
+                              "check the file: onnx.checker refuses it too")
+    axis = sample_axis(imp, int(axis), len(xs[0].shape), "Concat")
     imp.emit("Concat", xs, {"axis": axis}, node.output[0], (i,))
     return "Concat"
 
@@ -210,18 +256,28 @@ def _slice(imp: Importer, i: int, node) -> str:
 
     x = imp.tensor(node.input[0])
     starts, ends = _axes_or(imp, node, 1, "starts"), _axes_or(imp, node, 2, "ends")
+    if starts is None or ends is None:
+        raise ImportRejection("onnx-attribute", "Slice without its starts or ends",
+                              "check the file: onnx.checker refuses it too")
     axes = _axes_or(imp, node, 3, "axes") or list(range(len(starts)))
     steps = _axes_or(imp, node, 4, "steps") or [1] * len(starts)
     index = [[0, d, 1] for d in x.shape]
     last = -1
     for start, end, axis, step in zip(starts, ends, axes, steps):
         rank = len(x.shape) + imp.offset
+        if not -rank <= axis < rank:
+            raise ImportRejection("onnx-attribute", f"Slice axis {axis} out of range for "
+                                  f"rank {rank}", "check the file: onnxruntime refuses it too")
         axis %= rank
         if step < 1:
-            raise ImportRejection("onnx-indexing", f"Slice with step {step}")
+            raise ImportRejection("onnx-indexing", f"Slice with step {step}",
+                                  "slice with a positive step; flip with a fixed permutation "
+                                  "(Gather of an increasing run) instead")
         if axis < imp.offset:
-            if start != 0 or end < (INT64_MAX >> 1 if imp.batch == "symbolic" else 1):
-                raise ImportRejection("onnx-batch-axis", "Slice of the batch axis")
+            if start != 0 or step != 1 or \
+                    end < (INT64_MAX >> 1 if imp.batch == "symbolic" else 1):
+                raise ImportRejection("onnx-batch-axis", "Slice of the batch axis",
+                                      "slice axis 0 whole (0 to INT64_MAX) or not at all")
             continue
         k = axis - imp.offset
         lo, hi, _ = _clamped(start, end, step, x.shape[k])
@@ -234,18 +290,22 @@ def _slice(imp: Importer, i: int, node) -> str:
 def _axes_or(imp: Importer, node, position: int, name: str) -> list[int] | None:
     value = attribute(node, name)
     if value is None and len(node.input) > position and node.input[position]:
-        value = imp.static(node.input[position], name).reshape(-1).tolist()
+        value = imp.static_ints(node.input[position], name).reshape(-1).tolist()
     return None if value is None else [int(v) for v in value]
 
 
 def _gather(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
-    indices = imp.static(node.input[1], "the indices")
+    indices = imp.static_ints(node.input[1], "the indices")
     k = sample_axis(imp, int(attribute(node, "axis", 0)), len(x.shape), "Gather")
     size = x.shape[k]
     flat = [int(v) + size if int(v) < 0 else int(v) for v in indices.reshape(-1).tolist()]
+    if not flat:
+        raise ImportRejection("onnx-indexing", "Gather of no index: an empty tensor",
+                              "leave the empty Gather out of the network")
     if any(not 0 <= v < size for v in flat):
-        raise ImportRejection("onnx-indexing", f"Gather index out of range for size {size}")
+        raise ImportRejection("onnx-indexing", f"Gather index out of range for size {size}",
+                              "check the file: onnxruntime refuses it too")
     index: list = [[0, d, 1] for d in x.shape[:k]]
     if indices.ndim == 0:
         imp.emit("GetItem", [x], {"index": [*index, flat[0]]}, node.output[0], (i,))
@@ -253,7 +313,8 @@ def _gather(imp: Importer, i: int, node) -> str:
     step = flat[1] - flat[0] if len(flat) > 1 else 1
     if indices.ndim != 1 or step < 1 or flat != list(range(flat[0], flat[-1] + 1, step)):
         raise ImportRejection("onnx-indexing", f"Gather of indices {flat[:8]}: only one "
-                              "index or an evenly spaced increasing run is a slice")
+                              "index or an evenly spaced increasing run is a slice",
+                              "index with one value or a slice (start:stop:step)")
     imp.emit("Slice", [x], {"index": [*index, [flat[0], flat[-1] + 1, step]]},
              node.output[0], (i,))
     return "Slice"
@@ -264,7 +325,8 @@ def _reduce_mean(imp: Importer, i: int, node) -> str:
     axes = _axes(imp, node, 1)
     if not axes:
         raise ImportRejection("onnx-batch-axis", "ReduceMean over every axis, the batch "
-                              "axis included")
+                              "axis included", "give ReduceMean its axes, "
+                              "all after axis 0")
     sample = sorted({sample_axis(imp, a, len(x.shape), "ReduceMean") for a in axes})
     imp.emit("ReduceMean", [x], {"axes": sample, "keepdim": bool(attribute(node, "keepdims",
                                                                            1))},

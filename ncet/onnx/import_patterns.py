@@ -179,7 +179,7 @@ def mode_pad(imp: Importer, i: int, node) -> str | None:
     x = imp.tensor(node.input[0])
     pads = attribute(node, "pads")
     if pads is None and len(node.input) > 1 and node.input[1]:
-        pads = imp.static(node.input[1], "the pads").reshape(-1).tolist()
+        pads = imp.static_ints(node.input[1], "the pads").reshape(-1).tolist()
     pads = [int(p) for p in pads or []]
     user = imp.only_use(node.output[0])
     conv = imp.graph.node[user] if user is not None else None
@@ -271,7 +271,7 @@ def index_chain(imp: Importer, i: int, node) -> str | None:
 
 
 def _ints(imp: Importer, node, position: int) -> list[int]:
-    return [int(v) for v in imp.static(node.input[position], "an index").reshape(-1)]
+    return [int(v) for v in imp.static_ints(node.input[position], "an index").reshape(-1)]
 
 
 def _index(imp: Importer, node, chain: list[int], x: Tensor) -> list | None:

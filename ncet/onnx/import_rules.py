@@ -67,7 +67,7 @@ def _cast(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
     if DTYPES.get(int(attribute(node, "to"))) != x.dtype:
         raise ImportRejection("onnx-dtype", f"a Cast of a {x.dtype} graph tensor to another "
-                              "type")
+                              "type", "export the network in one floating-point dtype")
     return _emit1("Identity")(imp, i, node)
 
 
@@ -86,7 +86,9 @@ def affine(imp: Importer, i: int, node, kind: str, x: Tensor, constant: str,
     if c.ndim > len(full) or _broadcast(full, c.shape) != tuple(full):
         raise ImportRejection("onnx-broadcast", f"a constant of shape {list(c.shape)} against "
                               f"a graph tensor of shape {list(full)}"
-                              f"{' (batch axis first)' if imp.offset else ''}")
+                              f"{' (batch axis first)' if imp.offset else ''}",
+                              "give the constant the graph tensor's shape, or one that "
+                              "broadcasts into it without growing it")
     if kind == "div":
         tiny = np.finfo(c.dtype).tiny if c.dtype.kind == "f" else 1
         if (np.abs(c) < tiny).any():
@@ -126,12 +128,14 @@ def _plain_binary(imp: Importer, i: int, node, kind: str) -> str:
     if ta and tb:
         if kind in ("mul", "div"):
             raise ImportRejection("onnx-tensor-tensor", f"{node.op_type} of two graph "
-                                  "tensors")
+                                  "tensors", "a product of two input-dependent values is not "
+                                  "piecewise linear: cut the network before it")
         x, y = imp.tensor(a), imp.tensor(b)
         if len(x.shape) != len(y.shape) or _broadcast(x.shape, y.shape) is None:
             raise ImportRejection("onnx-broadcast", f"{node.op_type} of shapes "
                                   f"{list(x.shape)} and {list(y.shape)} per sample: they "
-                                  "would broadcast across the batch axis")
+                                  "would broadcast across the batch axis",
+                                  "give both operands the same rank")
         op_type = "Add" if kind == "add" else "Sub"
         imp.emit(op_type, [x, y], {"alpha": 1.0}, node.output[0], (i,))
         return op_type
@@ -184,13 +188,16 @@ def _matmul(imp: Importer, i: int, node) -> str:
     a, b = node.input[:2]
     va, vb = imp.values.get(a), imp.values.get(b)
     if isinstance(va, Tensor) and isinstance(vb, Tensor):
-        raise ImportRejection("onnx-tensor-tensor", "MatMul of two graph tensors")
+        raise ImportRejection("onnx-tensor-tensor", "MatMul of two graph tensors",
+                              "a product of two input-dependent values (attention, say) is "
+                              "not piecewise linear: cut the network before it")
     if isinstance(va, Tensor):
         if vb.ndim != 2:
             raise ImportRejection("onnx-attribute", f"MatMul by a fixed operand of rank "
                                   f"{vb.ndim}: only a matrix is a dense layer")
         if not va.shape:
-            raise ImportRejection("onnx-batch-axis", "MatMul of a per-sample scalar")
+            raise ImportRejection("onnx-batch-axis", "MatMul of a per-sample scalar",
+                                  "give the graph tensor a feature axis")
         original = transposed_initializer(imp, b)
         weight = imp.lift(original, imp.values[original], va.dtype, "the weight") \
             if original else imp.derived(b, vb.T, va.dtype, "the weight", "transposed")
@@ -210,8 +217,10 @@ def _gemm(imp: Importer, i: int, node) -> str:
     w = imp.static(node.input[1], "Gemm's B")
     alpha, beta = (float(np.float32(attribute(node, k, 1.0))) for k in ("alpha", "beta"))
     if int(attribute(node, "transA", 0)):
-        raise ImportRejection("onnx-batch-axis", "Gemm with transA=1 transposes the batch "
-                              "axis into the product")
+        raise ImportRejection("onnx-batch-axis", "Gemm with transA=1 transposes the graph "
+                              "tensor into the product" + (", across its batch axis"
+                                                           if imp.offset else ""),
+                              "write the layer as x @ W (transA=0)")
     if alpha != 1.0 or beta != 1.0:
         raise ImportRejection("onnx-attribute", f"Gemm with alpha={alpha}, beta={beta}: the "
                               "product's scaling has no exact canonical form with the file's "
@@ -241,7 +250,7 @@ def _reduce_sum(imp: Importer, i: int, node) -> str:
     x = imp.tensor(node.input[0])
     axes = attribute(node, "axes")
     if axes is None and len(node.input) > 1 and node.input[1]:
-        axes = imp.static(node.input[1], "the axes").reshape(-1).tolist()
+        axes = imp.static_ints(node.input[1], "the axes").reshape(-1).tolist()
     rank = len(x.shape) + imp.offset
     if axes is not None and any(not -rank <= int(a) < rank for a in axes):
         raise ImportRejection("onnx-attribute", f"ReduceSum axes {list(axes)} out of range "
@@ -249,7 +258,9 @@ def _reduce_sum(imp: Importer, i: int, node) -> str:
     axes = None if axes is None else [int(a) % rank for a in axes]
     if axes != [rank - 1] or not int(attribute(node, "keepdims", 1)) or not x.shape:
         raise ImportRejection("onnx-attribute", "ReduceSum other than over the last axis with "
-                              "keepdims=1, the form that is exactly a dense layer of ones")
+                              "keepdims=1, the form that is exactly a dense layer of ones",
+                              "sum over the last axis with keepdims=1, or cut the network "
+                              "before it")
     ones = np.ones((1, x.shape[-1]), np.dtype(x.dtype))
     weight = imp.derived(node.output[0], ones, x.dtype, "the summing weight", "ones")
     imp.emit("Linear", [x], {"weight": weight, "bias": None}, node.output[0], (i,))

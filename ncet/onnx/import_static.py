@@ -17,8 +17,9 @@ from .import_errors import ImportRejection
 
 BATCH = np.int64(-(1 << 62) + 1)
 """Stands for the (symbolic) batch size inside a folded shape: Shape of a graph tensor puts
-it first. Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape and Identity move it as a
-value; any arithmetic on it refuses (`onnx-static-computation`)."""
+it first. Gather, Slice, Concat, Unsqueeze, Squeeze, Reshape, Identity, Where and a Cast
+to int64 move it as a value; any arithmetic or comparison on it refuses
+(`onnx-static-computation`)."""
 
 Rule = Callable[[dict, Sequence["np.ndarray | None"]], np.ndarray]
 
@@ -40,7 +41,9 @@ def attribute(node, name: str, default=None):
 def _fixed(value: np.ndarray, what: str) -> np.ndarray:
     if value.dtype.kind in "iu" and (value == BATCH).any():
         raise ImportRejection("onnx-static-computation",
-                              f"{what} of the batch size, which is not known at import")
+                              f"{what} of the batch size, which is not known at import",
+                              "compute shapes from fixed sizes (x.view(x.size(0), -1) only "
+                              "moves the batch size, which NCET follows)")
     return value
 
 
@@ -89,12 +92,13 @@ def _clamped(start: int, end: int, step: int, size: int) -> tuple[int, int | Non
     """ONNX Slice's start, end and step on an axis of `size`, as a Python slice (ONNX clamps
     out-of-range starts and ends, and INT64_MAX / INT64_MIN mean 'to the end')."""
     if step == 0:
-        raise ImportRejection("onnx-indexing", "a Slice step of 0")
+        raise ImportRejection("onnx-indexing", "a Slice step of 0",
+                              "check the file: onnxruntime refuses it too")
     start = start + size if start < 0 else start
     end = end + size if end < 0 else end
     if step > 0:
         return min(max(start, 0), size), min(max(end, 0), size), step
-    start = min(max(start, -1), size - 1)
+    start = min(max(start, 0), size - 1)  # ONNX clamps a negative step's start to [0, size-1]
     end = min(max(end, -1), size - 1)
     return start, (None if end < 0 else end), step
 
@@ -109,10 +113,10 @@ def _reshape(node, xs):
 def _cast(node, xs):
     to = helper.tensor_dtype_to_np_dtype(int(attribute(node, "to")))
     data = np.asarray(xs[0])
-    if data.dtype.kind in "iu" and (data == BATCH).any():
-        if np.dtype(to).kind not in "iu":
-            _fixed(data, "a Cast")
-        return data.astype(to)
+    if data.dtype.kind in "iu" and (data == BATCH).any() and np.dtype(to) != np.int64:
+        raise ImportRejection("onnx-static-computation", f"a Cast of the batch size to "
+                              f"{np.dtype(to)}: NCET holds the batch size, unknown at import, "
+                              "as an int64 stand-in", "keep shape arithmetic in int64")
     return data.astype(to)
 
 
@@ -128,7 +132,8 @@ def _arithmetic(op: Callable) -> Rule:
         a, b = (_fixed(np.asarray(x), f"a {node.op_type}") for x in xs[:2])
         if a.dtype != b.dtype:
             raise ImportRejection("onnx-static-computation",
-                                  f"{node.op_type} of a {a.dtype} and a {b.dtype} value")
+                                  f"{node.op_type} of a {a.dtype} and a {b.dtype} value",
+                                  "check the file: onnx.checker refuses it too")
         with np.errstate(all="ignore"):
             return np.asarray(op(a, b)).astype(a.dtype)
     return rule
@@ -138,9 +143,24 @@ def _integer_division(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if a.dtype.kind not in "iu":
         return a / b
     if (b == 0).any():
-        raise ImportRejection("onnx-static-computation", "an integer division by zero")
+        raise ImportRejection("onnx-static-computation", "an integer division by zero",
+                              "check the file: onnxruntime fails on it too")
     quotient = np.abs(a) // np.abs(b)  # ONNX truncates toward zero, numpy's // floors
     return np.where((a < 0) != (b < 0), -quotient, quotient)
+
+
+def _where(node, xs):
+    condition = np.asarray(xs[0])
+    if condition.dtype != np.bool_:
+        raise ImportRejection("onnx-static-computation", "a Where whose condition is not bool",
+                              "check the file: onnx.checker refuses it too")
+    return np.where(condition, np.asarray(xs[1]), np.asarray(xs[2]))
+
+
+def _expand(node, xs):
+    data = np.asarray(xs[0])
+    shape = _fixed(np.asarray(xs[1]), "an Expand").reshape(-1).tolist()
+    return np.broadcast_to(data, np.broadcast_shapes(data.shape, tuple(shape))).copy()
 
 
 STATIC_RULES: dict[str, Rule] = {
@@ -162,6 +182,9 @@ STATIC_RULES: dict[str, Rule] = {
     "Sub": _arithmetic(np.subtract),
     "Mul": _arithmetic(np.multiply),
     "Div": _arithmetic(_integer_division),
+    "Equal": lambda node, xs: np.equal(*(_fixed(np.asarray(x), "an Equal") for x in xs[:2])),
+    "Where": _where,
+    "Expand": _expand,
 }
 """ONNX op type -> its value on fixed inputs, computed at import (one function each)."""
 
@@ -185,4 +208,5 @@ def fold(node, inputs: Sequence[np.ndarray | None]) -> np.ndarray:
         raise
     except (ValueError, IndexError, TypeError) as exc:
         raise ImportRejection("onnx-static-computation",
-                              f"{node.op_type} on fixed values fails: {exc}") from None
+                              f"{node.op_type} on fixed values fails: {exc}",
+                              "check the file: onnxruntime refuses it too") from None

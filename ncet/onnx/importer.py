@@ -119,6 +119,19 @@ class Importer:
                                   "arithmetic)")
         return value
 
+    def static_ints(self, name: str, what: str, batch_ok: bool = False) -> np.ndarray:
+        """A fixed operand that must hold integers (indices, axes, starts, a shape): of an
+        integer dtype, and not the batch size unless `batch_ok` (a Reshape's target)."""
+        value = self.static(name, what)
+        if value.dtype.kind not in "iu":
+            raise ImportRejection("onnx-malformed", f"{what} {name!r} is {value.dtype}, not "
+                                  "integers", "onnxruntime refuses it too: check the file")
+        if not batch_ok and (value == BATCH).any():
+            raise ImportRejection("onnx-batch-axis", f"{what} {name!r} is computed from the "
+                                  "batch size, which is not known at import",
+                                  "give fixed values")
+        return value
+
     def lift(self, name: str, array: np.ndarray, dtype: str, what: str) -> str:
         """A fixed array as an IR constant, under the file's name when it is the file's own
         value (an initializer or a Constant's output), else under `name`; refused when it is
@@ -211,6 +224,8 @@ class Importer:
             op_type, _ = self.absorbed[index]
             return self._row(index, op_type, "mapped", None, "")
         upstream = [name for name in node.input if name in self.failed]
+        if upstream and not self._has_rule(node):  # named, whatever its inputs
+            upstream = [name for name in upstream if name in self.ghosts]
         if upstream and not all(name in self.ghosts for name in upstream):
             self._fail(node)
             return self._row(index, None, "skipped", None, "")
@@ -231,6 +246,14 @@ class Importer:
                 return self._row(index, None, "skipped", None, "")
         return self._row(index, made, "lifted" if made == "" else "mapped", None, "")
 
+    def _has_rule(self, node) -> bool:
+        from .import_rules import IMPORT_RULES
+        from .import_static import STATIC_RULES
+
+        return node.domain in ("", "ai.onnx") and (
+            node.op_type in IMPORT_RULES or node.op_type in STATIC_RULES or
+            node.op_type in ("Constant", "Shape"))
+
     def _map(self, index: int, node) -> str:
         """Map one node: "" when folded into a fixed value, else the op_type its row shows."""
         from .import_rules import IMPORT_RULES
@@ -238,6 +261,11 @@ class Importer:
         if node.domain not in ("", "ai.onnx"):
             raise ImportRejection("onnx-domain", f"op {node.op_type} of domain "
                                   f"{node.domain!r}", "only ONNX's own ops are imported")
+        if node.op_type in ("Add", "Sub", "Mul", "Div") and any(
+                a.name == "broadcast" and a.i for a in node.attribute):
+            raise ImportRejection("onnx-attribute", f"{node.op_type} with the opset 1-6 "
+                                  "`broadcast` attribute aligns its operand from `axis`, not "
+                                  "numpy's way", "convert the file to opset 7 or later")
         try:
             onnx.checker.check_node(node, self.checker)
         except Exception as exc:  # noqa: BLE001 - onnx's ValidationError and kin
@@ -293,14 +321,9 @@ class Importer:
     def _fixed(self, node) -> str | None:
         """Fold a node of fixed inputs (""), or None when a rule must take it (a Dropout's
         ratio is fixed, but its data is not)."""
-        from .import_static import attribute
 
         if node.op_type == "Constant":
-            value = next((a for a in node.attribute), None)
-            if value is None or value.name != "value":
-                raise ImportRejection("onnx-static-computation",
-                                      "a Constant other than a tensor `value`")
-            self.values[node.output[0]] = attribute(node, "value")
+            self.values[node.output[0]] = _constant_value(node)
             return ""
         if node.op_type == "Shape":
             self.values[node.output[0]] = self._shape_of(node)
@@ -363,6 +386,26 @@ class Importer:
                 for c in [n.attrs.get(k)] if c}
         constants = {k: v for k, v in self.constants.items() if k in used}
         return GraphIR(tuple(self.nodes), constants)
+
+
+_CONSTANT_FORMS = {"value_float": np.float32, "value_floats": np.float32,
+                   "value_int": np.int64, "value_ints": np.int64}
+"""A Constant's scalar and list forms (opset 12 and later), by the dtype ONNX gives them."""
+
+
+def _constant_value(node) -> np.ndarray:
+    """The value of a Constant node: its `value` tensor, or a scalar or list form."""
+    from .import_static import attribute
+
+    if len(node.attribute) != 1:
+        raise ImportRejection("onnx-malformed", "a Constant with other than one value")
+    form = node.attribute[0].name
+    if form == "value":
+        return np.asarray(attribute(node, "value"))
+    if form in _CONSTANT_FORMS:
+        return np.asarray(attribute(node, form), dtype=_CONSTANT_FORMS[form])
+    raise ImportRejection("onnx-static-computation", f"a Constant's {form}: only tensors and "
+                          "numbers are imported", "write the constant as a dense tensor")
 
 
 def _label(source) -> str:
