@@ -178,6 +178,8 @@ HOSTILE = [
     ("((X_0 0.5)\n(X_1 abc))", "witness-not-a-number", (2, 6)),
     ("((X_0 0x1p3))", "witness-not-a-number", (1, 7)),
     ("((X_0 1e99999))", "witness-not-a-number", (1, 7)),
+    ("((X_0 0.5) (Y_0 -1e400))", "witness-out-of-range", (1, 17)),
+    ("((X_0 " + "9" * 310 + "))", "witness-out-of-range", (1, 7)),
     ("((X_0 0.5)\n(X_0 0.6))", "witness-duplicate", (2, 2)),
     ("((X_0 0.5) (X_2 0.6))", "witness-missing", None),
     ("((Y_0 0.5))", "witness-no-input", None),

@@ -13,6 +13,7 @@ file's size, and a file over `MAX_BYTES` is refused before it is read.
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -39,6 +40,8 @@ WITNESS_REASONS = {
     "witness-bad-name": "a name other than X_<i> or Y_<j> (i, j decimal indices)",
     "witness-not-a-number": "text where a decimal number belongs",
     "witness-not-finite": "NaN or an infinity where a number belongs",
+    "witness-out-of-range": "a number beyond float64's range (magnitude 2^1024 or more), which no "
+                            "network is run on",
     "witness-duplicate": "the same X_i or Y_j twice",
     "witness-missing": "indices with a gap: X_0 .. X_(n-1) (and Y_0 .. Y_(m-1)) must all be "
                        "there",
@@ -214,6 +217,9 @@ def read_witness(path_or_text) -> Witness:
         if problem:
             raise fail("witness-not-a-number", f"a value must be a decimal number ({problem})",
                        value)
+        if ("e" in number or "E" in number or len(number) > 300) and \
+                not math.isfinite(float(number)):
+            raise fail("witness-out-of-range", "a value beyond float64's range", value)
         kind, index = m.group(1), int(m.group(2))
         if index in values[kind]:
             raise fail("witness-duplicate", f"{kind}_{index} given twice", name)
