@@ -22,8 +22,10 @@ from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
 from .onnx.import_errors import ONNXImportError
-from .properties import Property, VNNLIBError
+from .properties import Adjudication, Property, VNNLIBError, WitnessError
+from .properties import adjudicate as _adjudicate
 from .properties import read_vnnlib as _read_vnnlib
+from .properties import read_witness as _read_witness
 from .properties import write_vnnlib as _write_vnnlib
 
 # NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
@@ -31,6 +33,7 @@ from .properties import write_vnnlib as _write_vnnlib
 check_exactness = from_caller(_check_exactness)
 load, save = from_caller(_load), from_caller(_save)
 read_vnnlib, write_vnnlib = from_caller(_read_vnnlib), from_caller(_write_vnnlib)
+adjudicate, read_witness = from_caller(_adjudicate), from_caller(_read_witness)
 
 try:
     __version__ = _metadata.version("ncet")
@@ -244,5 +247,6 @@ __all__ = [
     "TraceError", "UnsupportedOperatorError", "check_exactness", "convert", "diagnose",
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
     "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
-    "read_vnnlib", "write_vnnlib",
+    "read_vnnlib", "write_vnnlib", "adjudicate", "Adjudication", "WitnessError",
+    "read_witness",
 ]

@@ -74,7 +74,8 @@ def test_memory_child_imports_as_a_package():
 
 
 @pytest.mark.parametrize("script", ["scale.py", "exactness.py", "eager_floor.py", "rewrite.py",
-                                    "export.py", "onnx_import.py", "vnnlib_read.py"])
+                                    "export.py", "onnx_import.py", "vnnlib_read.py",
+                                    "adjudicate.py"])
 def test_runs_as_a_script(script):
     # benchmarks/ itself, not the repository root, is on sys.path: the memory import must work
     out = subprocess.run([sys.executable, os.path.join(_ROOT, "benchmarks", script), "--help"],

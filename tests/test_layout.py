@@ -20,6 +20,7 @@ PUBLIC_API = {
     "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
     "check_onnx", "lint_onnx", "compare", "Comparison", "from_onnx", "diagnose_onnx",
     "ONNXImportError", "read_vnnlib", "write_vnnlib", "Property", "VNNLIBError",
+    "adjudicate", "Adjudication", "WitnessError", "read_witness",
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",

@@ -8,7 +8,7 @@ import re
 import textwrap
 
 from ..examples import EXAMPLES
-from . import commands, diffing, importing
+from . import adjudicating, commands, diffing, importing
 from .exporting import MAX_SAMPLES
 from .records import ncet_version
 from .targets import FORMS_HELP
@@ -27,6 +27,7 @@ examples:
   ncet report residual_cnn -o report.html       one self-contained HTML file
   ncet diff before.ncet after.ncet              what changed between two GraphIRs
   ncet import net.onnx -o net.ncet              an ONNX file read into GraphIR, certified
+  ncet adjudicate net.onnx prop.vnnlib x.counterexample   a verifier's counterexample judged
 
 {textwrap.fill(FORMS_HELP, 88)}
 
@@ -58,6 +59,11 @@ COMMAND_EXAMPLES = {
                "ncet import ACASXU_run2a_1_1_batch_2000.onnx --samples 8 -o acasxu.ncet",
                "ncet import net.onnx --export net.verifier.onnx --profile verifier --lint eran "
                "--check"),
+    "adjudicate": ("ncet adjudicate ACASXU_run2a_1_2_batch_2000.onnx prop_2.vnnlib "
+                   "prop_2.counterexample",
+                   "ncet adjudicate net.ncet prop.vnnlib x.counterexample --json",
+                   "ncet adjudicate --many instances.csv",
+                   "ncet adjudicate --many ../shared/vnncomp --json"),
     "report": ("ncet report residual_cnn -o report.html",
                "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html",
                "ncet report mlp -o mlp.html --export --profile verifier --lint eran --check"),
@@ -159,6 +165,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "read an ONNX file into GraphIR and certify it against onnxruntime",
                         importing.DESCRIPTION)
     importing.add_arguments(imported)
+    judged = _command(sub, "adjudicate", adjudicating.run_adjudicate, [json_only],
+                      "judge a verifier's counterexample: exact, float32, the competition's "
+                      "rule", adjudicating.DESCRIPTION)
+    adjudicating.add_arguments(judged)
     report = _command(sub, "report", commands.run_report,
                       [target, checking, exporting, json_only],
                       "write one self-contained HTML report",
@@ -181,7 +191,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _command(sub, name: str, run, parents, summary: str, description: str):
     lines = [f"  {line}" for line in COMMAND_EXAMPLES[name]]
     epilog = "examples:\n" + "\n".join(lines)
-    if name not in ("demo", "show", "import"):
+    if name not in ("demo", "show", "import", "adjudicate"):
         epilog += "\n\n" + textwrap.fill(FORMS_HELP, 88)
     command = sub.add_parser(name, parents=parents, help=summary,
                              description=textwrap.fill(description, 88), epilog=epilog,
