@@ -1,6 +1,7 @@
-"""Faults a review of the ONNX import and the VNN-LIB reader found, one test each (each failed
-before its fix). onnxruntime and the ONNX operator spec are the oracles: an imported GraphIR must either be refused or compute what onnxruntime
-computes on the original file; a refusal must name what is wrong."""
+"""Faults a review of the ONNX import and the VNN-LIB reader found, one test each (each
+failed before its fix). onnxruntime and the ONNX operator spec are the oracles: an imported
+GraphIR must either be refused or compute what onnxruntime computes on the original file; a
+refusal must name what is wrong."""
 
 from __future__ import annotations
 
