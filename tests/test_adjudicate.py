@@ -383,3 +383,41 @@ def test_a_claimed_output_near_zero_matches_any_execution_under_the_rule():
     assert answer.claimed_matches is False
     assert answer.exact.violated is False and answer.float32.violated is False
     assert answer.verdict == "tolerance-only"
+
+
+class _Pools(nn.Module):
+    """MaxPool2d with padding, AdaptiveAvgPool2d to uneven windows, and a mean: each exact
+    in rationals."""
+
+    def forward(self, x):
+        a = torch.nn.functional.max_pool2d(x, 3, 2, 1)  # (2, 3, 3)
+        b = torch.nn.functional.adaptive_avg_pool2d(x, (2, 3))  # windows of 2x2 and 2x3
+        return torch.cat([a.flatten(1), b.flatten(1), x.mean(dim=(2, 3))], dim=1)
+
+
+def _max_pool_oracle(x, k, s, p):
+    """Max pooling of nested lists of Fractions, padding ignored (it never wins)."""
+    out = []
+    for ch in x:
+        h, w = len(ch), len(ch[0])
+        size = lambda n: (n + 2 * p - k) // s + 1  # noqa: E731
+        out.append([[max(ch[r][c] for r in range(i * s - p, i * s - p + k)
+                         for c in range(j * s - p, j * s - p + k)
+                         if 0 <= r < h and 0 <= c < w)
+                     for j in range(size(w))] for i in range(size(h))])
+    return out
+
+
+def test_max_pool_adaptive_pool_and_mean_evaluate_exactly():
+    ir = ncet.convert(_Pools().eval(), (2, 5, 5))
+    x = [F(k * k % 17, 7) - F(5, 3) for k in range(50)]
+    exact = rational_at(ir, x)
+    grid = [[x[c * 25 + r * 5:c * 25 + r * 5 + 5] for r in range(5)] for c in range(2)]
+    pooled = [v for ch in _max_pool_oracle(grid, 3, 2, 1) for row in ch for v in row]
+    windows = [((0, 3), (0, 2)), ((0, 3), (1, 4)), ((0, 3), (3, 5)),
+               ((2, 5), (0, 2)), ((2, 5), (1, 4)), ((2, 5), (3, 5))]
+    adaptive = [sum(grid[c][r][q] for r in range(*rows) for q in range(*cols)) /
+                ((rows[1] - rows[0]) * (cols[1] - cols[0]))
+                for c in range(2) for rows, cols in windows]
+    means = [sum(x[c * 25:(c + 1) * 25]) / 25 for c in range(2)]
+    assert exact == pooled + adaptive + means

@@ -28,8 +28,9 @@ import torch
 from ..ir import GraphIR
 
 RATIONAL_OPS = frozenset({
-    "Linear", "Conv2d", "AvgPool2d", "Identity", "ReLU", "LeakyReLU", "Flatten", "Add", "Sub",
-    "ElementwiseAffine", "Concat", "Reshape", "Permute", "Transpose", "GetItem", "Slice"})
+    "Linear", "Conv2d", "AvgPool2d", "MaxPool2d", "AdaptiveAvgPool2d", "ReduceMean",
+    "Identity", "ReLU", "LeakyReLU", "Flatten", "Add", "Sub", "ElementwiseAffine", "Concat",
+    "Reshape", "Permute", "Transpose", "GetItem", "Slice"})
 """The op_types `rational_at` evaluates exactly."""
 
 
@@ -271,12 +272,62 @@ def _flatten(node, num):
     return num.reshape(*shape[:start], -1, *shape[end + 1:])
 
 
+def _max_pool2d(node, xs, c):
+    a = node.attrs
+    if a["ceil_mode"]:
+        raise RationalUnavailable(f"{node.name}: MaxPool2d with ceil_mode")
+    x = xs[0]
+    num = x.num[0]
+    ph, pw = a["padding"]
+    if ph or pw:  # padding never wins a window: it is below every value (at most half a window)
+        low = min(num.reshape(-1).tolist()) - 1
+        out = np.full((num.shape[0], num.shape[1] + 2 * ph, num.shape[2] + 2 * pw), low,
+                      dtype=object)
+        out[:, ph:ph + num.shape[1], pw:pw + num.shape[2]] = num
+        num = out
+    kh, kw = a["kernel_size"]
+    cols, oh, ow = _patches(num, kh, kw, a["stride"], a["dilation"])
+    best = cols.reshape(num.shape[0], kh * kw, oh * ow).max(axis=1)
+    return Scaled(best.reshape(1, num.shape[0], oh, ow), x.den)
+
+
+def _adaptive_avg_pool2d(node, xs, c):
+    x = xs[0]
+    num = x.num[0]
+    ch, h, w = num.shape
+    oh, ow = node.attrs["output_size"]
+    windows = [[(i * n // o, -(-(i + 1) * n // o)) for i in range(o)]
+               for n, o in ((h, oh), (w, ow))]
+    counts = [(r1 - r0) * (c1 - c0) for r0, r1 in windows[0] for c0, c1 in windows[1]]
+    den = reduce(math.lcm, counts, 1)
+    out = np.empty((ch, oh * ow), dtype=object)
+    k = 0
+    for r0, r1 in windows[0]:
+        for c0, c1 in windows[1]:
+            total = num[:, r0:r1, c0:c1].reshape(ch, -1).sum(axis=1)
+            out[:, k] = total * (den // counts[k])
+            k += 1
+    return Scaled(out.reshape(1, ch, oh, ow), x.den * den).reduced()
+
+
+def _reduce_mean(node, xs, c):
+    x = xs[0]
+    axes = tuple(a + 1 for a in node.attrs["axes"])
+    count = math.prod(x.num.shape[a] for a in axes)
+    total = x.num.sum(axis=axes, keepdims=node.attrs["keepdim"])
+    return Scaled(np.asarray(total, dtype=object).reshape(np.shape(total)),
+                  x.den * count).reduced()
+
+
 _ZERO = np.zeros((), dtype=object)  # a Python int 0 (a numpy int64 would overflow)
 
 RATIONAL = {
     "Linear": _linear,
     "Conv2d": _conv2d,
     "AvgPool2d": _avg_pool2d,
+    "MaxPool2d": _max_pool2d,
+    "AdaptiveAvgPool2d": _adaptive_avg_pool2d,
+    "ReduceMean": _reduce_mean,
     "Identity": lambda n, xs, c: xs[0],
     "ReLU": lambda n, xs, c: Scaled(np.where(xs[0].num > 0, xs[0].num, _ZERO), xs[0].den),
     "LeakyReLU": _leaky,
