@@ -150,9 +150,32 @@ def test_the_view_draws_the_slices_below_the_answers_without_a_kernel():
     html = view._repr_mimebundle_()["text/html"]
     assert html == view.to_html() == view.html.value
     assert html.index("<th>verdict</th>") < html.index('id="ncet-exact"')
+    assert "Y_0 against Y_1" in html
     assert 'id="ncet-unsafe-0"' in html
     plain = AdjudicationView(view.answer).to_html()  # no slices: says how to get them
     assert "ncet-exact" not in plain and "AdjudicationView.of" in plain
+
+
+def test_a_one_output_property_is_drawn_on_a_line():
+    pytest.importorskip("matplotlib")
+    from ncet.render import adjudication_figure, drawn_points, unsafe_slices
+
+    answer = _answer("0.25", "0.75")  # y = x, unsafe Y_0 <= 0.5; the claim on the safe side
+    net = nn.Linear(1, 1)
+    with torch.no_grad():
+        net.weight.fill_(1.0)
+        net.bias.fill_(0.0)
+    prop = ("(declare-const X_0 Real)\n(declare-const Y_0 Real)\n(assert (>= X_0 0))\n"
+            "(assert (<= X_0 1))\n(assert (<= Y_0 0.5))\n")
+    slices, left = unsafe_slices(net, prop, "((X_0 0.25) (Y_0 0.75))", answer,
+                                 input_shape=(1,))
+    [s] = slices
+    assert s.pair == (0, None) and left == 0
+    assert s.contains(s.exact) and not s.contains(s.claimed)
+    view = ncet.widgets.AdjudicationView(answer, slices)
+    assert "Y_0: exact margin" in view.to_html()
+    [points] = drawn_points(adjudication_figure(slices))
+    assert points["ncet-exact"] == (0.25, 0.0) and points["ncet-claimed"] == (0.75, 0.0)
 
 
 def test_the_workbench_shows_an_adjudication_in_a_last_tab():

@@ -138,7 +138,8 @@ def adjudication_figure(slices: list[Slice], left_out: int = 0, width: float = 4
             axis.set_ylabel(s.label(1))
         axis.xaxis.set_major_locator(MaxNLocator(4))
         axis.yaxis.set_major_locator(MaxNLocator(5))
-        title = f"{s.label(0)} against {s.label(1)}: exact margin {number(s.margin)}"
+        plane = s.label(0) if s.pair[1] is None else f"{s.label(0)} against {s.label(1)}"
+        title = f"{plane}: exact margin {number(s.margin)}"
         if s.wide:
             title += "\na row involves more than two outputs: its two largest coefficients"
         if i == 0 and left_out:
