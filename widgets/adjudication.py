@@ -2,7 +2,11 @@
 the verdict, the five answers as a table, and the margins on one axis (exact arithmetic's
 certified interval and each float32 run's margin, 0 the boundary of the unsafe set).
 
-`adjudication_html(answer)` is its static form (HTML with an inline SVG; no matplotlib).
+Below the answers, the output against the unsafe set on 2-D slices (`ncet.render`'s
+`adjudication_figure`), when the view is given the slices (`AdjudicationView.of(network,
+property, witness)` computes them; an Adjudication alone holds the margins, not the outputs).
+
+`adjudication_html(answer, slices)` is its static form (HTML with inline SVGs).
 """
 
 from __future__ import annotations
@@ -10,7 +14,16 @@ from __future__ import annotations
 import ipywidgets as W
 
 import ncet
-from ncet.render import VIEW_STYLE, escape, facts_html, number
+from ncet.render import (
+    VIEW_STYLE,
+    adjudication_figure,
+    escape,
+    facts_html,
+    figure_svg,
+    matplotlib_available,
+    number,
+    unsafe_slices,
+)
 
 from .display import VIEW_CLASS, StaticFallback, style_widget
 
@@ -78,33 +91,70 @@ def margins_svg(answer: ncet.Adjudication) -> str:
     return "".join(parts)
 
 
-def adjudication_html(answer: ncet.Adjudication) -> str:
-    """The static form: the verdict, the answers table and the margin strip."""
+def slices_html(slices, left_out: int = 0) -> str:
+    """The output against the unsafe set on 2-D slices (an SVG), or why it is not drawn."""
+    if slices is None:
+        return ("<p>The output against the unsafe set is drawn when the view has the "
+                "network, the property and the witness: <code>AdjudicationView.of(network, "
+                "property, witness)</code>.</p>")
+    if not matplotlib_available():
+        return "<p>The output against the unsafe set needs matplotlib (not installed).</p>"
+    figure = adjudication_figure(slices, left_out)
+    return ("<p>The output against the unsafe set, on the planes of the outputs its rows "
+            "involve (the other outputs at the exact output's values):</p>"
+            f"{figure_svg(figure, salt='ncet-adjudication')}")
+
+
+def adjudication_html(answer: ncet.Adjudication, slices=None, left_out: int = 0) -> str:
+    """The static form: the verdict, the answers table, the margin strip and the slices
+    (`slices_html`)."""
     return (f'<div class="ncet-static ncet-adjudication">{VIEW_STYLE}'
             f"<p>verdict: <b>{escape(answer.verdict)}</b></p>"
             f"{facts_html(answer_facts(answer))}"
             "<p>Margins (exact: filled, float32: rings; >= 0 is inside the unsafe set):</p>"
-            f"{margins_svg(answer)}</div>")
+            f"{margins_svg(answer)}{slices_html(slices, left_out)}</div>")
 
 
 class AdjudicationView(StaticFallback, W.VBox):
-    """One adjudication: the verdict, the five answers and the margins.
+    """One adjudication: the verdict, the five answers, the margins and (given the slices)
+    the output against the unsafe set on 2-D slices.
 
     Attributes:
         answer: The Adjudication shown.
+        slices: The `ncet.render.Slice`s drawn (None: not drawn).
+        left_out: How many pairs of outputs were not drawn.
         html: HTML: its static form.
+
+    Example:
+        >>> view = AdjudicationView.of("net.onnx", "prop.vnnlib", "w.counterexample")
     """
 
-    def __init__(self, answer: ncet.Adjudication):
+    def __init__(self, answer: ncet.Adjudication, slices=None, left_out: int = 0):
         if not isinstance(answer, ncet.Adjudication):
             raise TypeError(f"AdjudicationView shows an ncet.Adjudication (from "
                             f"ncet.adjudicate), not {type(answer).__name__}")
         self.answer = answer
-        self.html = W.HTML(adjudication_html(answer))
+        self.slices = None if slices is None else list(slices)
+        self.left_out = left_out
+        self.html = W.HTML(adjudication_html(answer, self.slices, left_out))
         super().__init__([style_widget(), self.html])
         self.add_class("ncet-adjudication-view")
         self.add_class(VIEW_CLASS)
 
+    @classmethod
+    def of(cls, network, property, witness, *, input_shape=None,
+           exact: str = "auto") -> AdjudicationView:
+        """Adjudicate (`ncet.adjudicate`, same arguments) and draw the slices.
+
+        Raises:
+            As `ncet.adjudicate`.
+        """
+        answer = ncet.adjudicate(network, property, witness, input_shape=input_shape,
+                                 exact=exact)
+        slices, left_out = unsafe_slices(network, property, witness, answer,
+                                         input_shape=input_shape)
+        return cls(answer, slices, left_out)
+
     def to_html(self) -> str:
         """The static form (`adjudication_html`)."""
-        return adjudication_html(self.answer)
+        return adjudication_html(self.answer, self.slices, self.left_out)

@@ -1,5 +1,7 @@
 """Workbench: the mapping table, support boundary, exactness, graph (and summary) views of
-one model in one tabbed widget, computing lazily, with one node selection shared by all."""
+one model in one tabbed widget, computing lazily, with one node selection shared by all;
+and, when given one, an adjudication of a counterexample (`AdjudicationView`) in a last
+tab."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ TITLES = ("Mapping", "Support boundary", "Exactness", "Graph") + \
 EXACTNESS_TAB, GRAPH_TAB = 2, 3
 SUMMARY_TAB = 4 if HAS_SUMMARY else None
 
+ADJUDICATION_TITLE = "Adjudication"
+"""The title of the adjudication tab (last; only when the Workbench has an adjudication)."""
+
 
 class Workbench(StaticFallback, W.Tab):
     """Everything NCET says about one model, in tabbed views sharing one selected node.
@@ -55,6 +60,7 @@ class Workbench(StaticFallback, W.Tab):
         graph: The GraphView (built on first access), or None when the model does not
             convert.
         summary: The SummaryPanel (built on first access), when widgets/summary.py exists.
+        adjudication: The AdjudicationView in the last tab, or None without one.
         selected: The node last selected in any view (None for none).
         run_button: Button that runs the exactness check.
         progress: IntProgress driven by check_exactness's progress callback.
@@ -66,10 +72,13 @@ class Workbench(StaticFallback, W.Tab):
         >>> bench.graph.select("conv1"); bench.mapping.selected
         'conv1'
         >>> bench.save_html("report.html")
+        >>> bench.add_adjudication(AdjudicationView.of(model, prop, witness,
+        ...                                            input_shape=(3, 32, 32)))
     """
 
     def __init__(self, model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
-                 rewrite: bool = False, page_size: int = 25, max_nodes: int = 400):
+                 rewrite: bool = False, page_size: int = 25, max_nodes: int = 400,
+                 adjudication=None):
         self.model = model
         self.input_shapes = tuple(tuple(s) for s in input_shapes)
         self.rewrite = rewrite
@@ -83,6 +92,7 @@ class Workbench(StaticFallback, W.Tab):
         self.exactness_report: ncet.ExactnessReport | None = None
         self._graph: GraphView | None = None
         self._summary = None
+        self.adjudication = None
 
         self.run_button = W.Button(description="Run exactness check", button_style="primary",
                                    disabled=not self.report.ok, layout=W.Layout(width="220px"))
@@ -105,6 +115,38 @@ class Workbench(StaticFallback, W.Tab):
         self.add_class("ncet-workbench")
         self.observe(self._on_tab, names="selected_index")
         self._follow(self.mapping)
+        if adjudication is not None:
+            self.add_adjudication(adjudication)
+
+    def add_adjudication(self, adjudication):
+        """Show an adjudication of a counterexample to this model in the last tab (replacing
+        the one shown).
+
+        Args:
+            adjudication: An AdjudicationView, or an ncet.Adjudication (shown without the
+                slices: `AdjudicationView.of(...)` draws them).
+
+        Returns:
+            The AdjudicationView shown (also `adjudication`).
+
+        Raises:
+            TypeError: Neither.
+        """
+        from .adjudication import AdjudicationView
+
+        view = adjudication if isinstance(adjudication, AdjudicationView) else \
+            AdjudicationView(adjudication)
+        children = list(self.children)
+        if self.adjudication is None:
+            children.append(view)
+            titles = (*self.titles, ADJUDICATION_TITLE)
+        else:
+            children[-1] = view
+            titles = self.titles
+        self.adjudication = view
+        self.children = children
+        self.titles = titles
+        return view
 
     def _idle_text(self) -> str:
         if not self.report.ok:
@@ -243,6 +285,8 @@ class Workbench(StaticFallback, W.Tab):
             parts.append(self._graph._static_html())
         if SUMMARY_TAB is not None:
             parts += [f"<h3>{TITLES[SUMMARY_TAB]}</h3>", self.summary.to_html()]
+        if self.adjudication is not None:
+            parts += [f"<h3>{ADJUDICATION_TITLE}</h3>", self.adjudication.to_html()]
         parts.append("</div>")
         return "".join(parts)
 

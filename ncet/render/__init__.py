@@ -11,10 +11,12 @@ figures), `ratios` (the output error/bound histogram, the sensitivity figure), `
 shows about a record beyond its fields), `export_section` (the report's ONNX export section),
 `graph_groups` (the IR's nodes in a tree of module calls), `graph_layout` (a layered layout in
 pure Python), `graph_svg` (the grouped graph as SVG: the report's graph section and the
-notebook graph view's drawing).
+notebook graph view's drawing), `unsafe_slice` (an adjudication's unsafe set on 2-D slices of
+the output space), `adjudication_figure` (those slices drawn).
 """
 
 from ..exactness.report_view import ratio_text
+from .adjudication_figure import adjudication_figure, drawn_points
 from .css import REPORT_CSS, VIEW_STYLE
 from .exactness_section import node_verdict, output_verdict
 from .facts import node_constants, quote_source, reason_summary
@@ -53,9 +55,11 @@ from .tables import (
     table_html,
     text_cell,
 )
+from .unsafe_slice import Slice, slices_of, unsafe_slices
 
 __all__ = [
-    "BUDGET", "COLORS", "Column", "Groups", "REPORT_CSS", "ROOT", "STATIC_BUDGET", "VIEW_STYLE",
+    "BUDGET", "COLORS", "Slice", "adjudication_figure", "drawn_points", "slices_of",
+    "unsafe_slices", "Column", "Groups", "REPORT_CSS", "ROOT", "STATIC_BUDGET", "VIEW_STYLE",
     "cell", "code_cell", "escape", "exactness_figure", "facts_html", "figure_png", "figure_svg",
     "graph_html", "header_html", "layered_layout", "layout_of", "long_code_cell",
     "matplotlib_available", "new_figure", "node_constants", "node_facts", "node_verdict",
