@@ -253,3 +253,35 @@ def test_x_is_rounded_once_to_the_nearest_float32():
                              f"((X_0 {decimal}))", input_shape=(1,))
     assert answer.inside is False
     assert answer.inside_float32_box is False
+
+
+# --- claimed_matches beyond float32's range --------------------------------------------------
+
+def _times(k: float) -> bytes:
+    from onnx import helper
+    return _double_onnx([helper.make_node("Mul", ["x", "k"], ["y"])], {"k": k})
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "_claimed_matches rounds the claimed Y and the run's output to float32 and compares them "
+    "bit for bit (adjudication.py:311): on a float64 network whose output 1e50 is beyond "
+    "float32's range both become inf, so a claimed Y of 2e50 (twice the output; the "
+    "competition's relative error is 0.5) is reported as matching"))
+def test_a_claim_twice_the_output_does_not_match():
+    answer = ncet.adjudicate(_times(1e50), _property(("0", "2"), "(>= Y_0 1)"),
+                             "((X_0 1) (Y_0 2e50))")
+    exact = F(1) * F(1e50)  # the oracle: X = 1 times the float64 constant
+    assert abs(F(2e50) - exact) / exact > F(1, 3)
+    assert answer.competition.relative_error == pytest.approx(0.5)
+    assert answer.claimed_matches is False
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "_claimed_matches takes np.spacing of the output's magnitude cast to float32 "
+    "(adjudication.py:314): for an output of 1e50 that is spacing(inf) = NaN, and "
+    "Fraction(float(nan)) raises a raw ValueError when the claim (1e30) is not inf"))
+def test_a_claim_against_an_output_beyond_float32s_range_is_answered():
+    answer = ncet.adjudicate(_times(1e50), _property(("0", "2"), "(>= Y_0 1)"),
+                             "((X_0 1) (Y_0 1e30))")
+    assert answer.exact.violated is True
+    assert answer.claimed_matches is False
