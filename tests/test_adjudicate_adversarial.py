@@ -7,6 +7,7 @@ Only CPU-independent facts are compared (verdicts, exact values, overflow to inf
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -285,3 +286,46 @@ def test_a_claim_against_an_output_beyond_float32s_range_is_answered():
                              "((X_0 1) (Y_0 1e30))")
     assert answer.exact.violated is True
     assert answer.claimed_matches is False
+
+
+# --- exact margins too long to print ---------------------------------------------------------
+
+_LONG_X = "-1." + "3" * 3990 + "e-500"
+"""A numeral the reader takes (3995 characters, exponent -500): its denominator has 4491
+digits, over Python's 4300-digit limit on int -> str."""
+
+_LONG_PROPERTY = _property(("-1", "1"), "(<= Y_0 0)")
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason=(
+    "to_dict writes margin_bounds as str(Fraction) (adjudication.py:112): an exact margin "
+    "whose denominator has over 4300 digits (a witness numeral the reader accepts) raises "
+    "Python's 'Exceeds the limit (4300 digits) for integer string conversion'; "
+    "`ncet adjudicate --json` dies with that traceback"))
+def test_to_dict_of_a_margin_with_a_long_denominator(capsys):
+    answer = ncet.adjudicate(_line(1.0, 0.0), _LONG_PROPERTY, f"((X_0 {_LONG_X}))",
+                             input_shape=(1,))
+    assert answer.exact.method == "rational" and answer.exact.violated is True
+    lo, hi = answer.exact.margin_bounds
+    assert lo == hi == -F(_LONG_X) > 0  # the oracle: 0 - y, y = x exactly
+    document = json.loads(json.dumps(answer.to_dict()))
+    assert document["exact"]["violated"] is True
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "the CLI's --json prints answer.to_dict() (cli/adjudicating.py:161): the same "
+    "ValueError escapes as a traceback instead of an answer or a one-line refusal"))
+def test_cli_json_with_a_margin_with_a_long_denominator(tmp_path, capsys):
+    from ncet.cli import main
+    pytest.importorskip("onnxruntime")
+    (tmp_path / "net.onnx").write_bytes(
+        ncet.to_onnx(ncet.convert(_line(1.0, 0.0), (1,))).SerializeToString())
+    (tmp_path / "p.vnnlib").write_text(_LONG_PROPERTY)
+    (tmp_path / "w.counterexample").write_text(f"((X_0 {_LONG_X}))\n")
+    try:
+        status = main(["adjudicate", "--json", str(tmp_path / "net.onnx"),
+                       str(tmp_path / "p.vnnlib"), str(tmp_path / "w.counterexample")])
+    except ValueError as e:
+        pytest.fail(f"a raw ValueError escaped the CLI: {e}")
+    out = json.loads(capsys.readouterr().out)
+    assert status == 0 and out["adjudication"]["verdict"] == "counterexample"
