@@ -329,3 +329,15 @@ def test_cli_json_with_a_margin_with_a_long_denominator(tmp_path, capsys):
         pytest.fail(f"a raw ValueError escaped the CLI: {e}")
     out = json.loads(capsys.readouterr().out)
     assert status == 0 and out["adjudication"]["verdict"] == "counterexample"
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "__str__ prints the margin as float(margin) followed by 'exactly' (adjudication.py:131): "
+    "an exact margin of 1.33e-500 (positive: the witness is unsafe) prints 'margin 0 "
+    "exactly', which reads as on the boundary; print the sign, or the margin's bounds as "
+    "decimals (`decimal_text`/`directed_text`), when the float rounds it away"))
+def test_a_tiny_nonzero_margin_is_not_printed_as_exactly_zero():
+    answer = ncet.adjudicate(_line(1.0, 0.0), _property(("-1", "1"), "(<= Y_0 0)"),
+                             "((X_0 -1.33e-500))", input_shape=(1,))
+    assert answer.exact.margin_bounds[0] == F("1.33e-500")  # the oracle: 0 - x, x exact
+    assert "margin 0 exactly" not in str(answer)
