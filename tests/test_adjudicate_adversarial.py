@@ -341,3 +341,30 @@ def test_a_tiny_nonzero_margin_is_not_printed_as_exactly_zero():
                              "((X_0 -1.33e-500))", input_shape=(1,))
     assert answer.exact.margin_bounds[0] == F("1.33e-500")  # the oracle: 0 - x, x exact
     assert "margin 0 exactly" not in str(answer)
+
+
+# --- property constants beyond float64's range (the VNN-LIB reader takes exponents to 1000) --
+
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
+    "an unsafe row `(<= Y_0 1e400)` (read: exponents up to 1000): the enclosure decides, and "
+    "Exact's margin is float(Fraction ~1e400) (adjudication.py:241), 'integer division "
+    "result too large for a float'; the float32 margins (adjudication.py:265) take the same "
+    "float(); a margin beyond float64 should be +-inf (its bounds stay exact)"))
+def test_a_margin_beyond_float64s_range_is_answered():
+    answer = ncet.adjudicate(_line(1.0, 0.0), _property(("0", "1"), "(<= Y_0 1e400)"),
+                             "((X_0 0.5))", input_shape=(1,))
+    assert answer.exact.violated is True  # the oracle: 0.5 <= 10^400
+    assert answer.exact.margin == float("inf")
+    assert answer.exact.margin_bounds[0] <= F(10) ** 400 - F(1, 2) <= answer.exact.margin_bounds[1]
+
+
+@pytest.mark.xfail(strict=True, raises=OverflowError, reason=(
+    "a box [1e400, 1e401] and X = 0.5: outside_by is the Fraction ~1e400, and both __str__ "
+    "(adjudication.py:128) and to_dict (adjudication.py:109) call float() on it: "
+    "OverflowError (the answer itself is right: not inside, not a counterexample)"))
+def test_printing_a_point_far_outside_a_far_box():
+    answer = ncet.adjudicate(_line(1.0, 0.0), _property(("1e400", "1e401"), "(<= Y_0 1)"),
+                             "((X_0 0.5))", input_shape=(1,))
+    assert answer.inside is False and answer.outside_by == F(10) ** 400 - F(1, 2)
+    assert "outside every box" in str(answer)
+    assert json.loads(json.dumps(answer.to_dict()))["inside"] is False
