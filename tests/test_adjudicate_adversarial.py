@@ -368,3 +368,22 @@ def test_printing_a_point_far_outside_a_far_box():
     assert answer.inside is False and answer.outside_by == F(10) ** 400 - F(1, 2)
     assert "outside every box" in str(answer)
     assert json.loads(json.dumps(answer.to_dict()))["inside"] is False
+
+
+# --- a Witness built by hand is not validated ------------------------------------------------
+
+@pytest.mark.parametrize("x, y", [
+    pytest.param((float("nan"),), None, id="nan-x"),
+    pytest.param(("0.5",), (float("inf"),), id="inf-y"),
+    pytest.param(("abc",), None, id="not-a-numeral"),
+])
+@pytest.mark.xfail(strict=True, reason=(
+    "`Witness` is public and adjudicate takes one as is (adjudication.py:_witness): values "
+    "the reader refuses with a WitnessError (witness-not-finite, witness-not-a-number) reach "
+    "fractions_of and raise a raw ValueError, OverflowError or decimal.InvalidOperation; "
+    "validate in Witness.__post_init__ (or in _witness) with the reader's reason codes"))
+def test_a_hand_built_witness_is_validated(x, y):
+    from ncet.properties import Witness, WitnessError
+    with pytest.raises(WitnessError):
+        ncet.adjudicate(_line(1.0, 0.0), _property(("0", "1"), "(<= Y_0 1)"), Witness(x, y),
+                        input_shape=(1,))
