@@ -33,7 +33,7 @@ VERDICTS = {
 
 
 def _f(v: Fraction | None) -> float | None:
-    return None if v is None else float(v)
+    return None if v is None else _float(v)
 
 
 @dataclass(frozen=True)
@@ -261,8 +261,11 @@ def adjudicate(network, property, witness, *, input_shape=None,
         runs.append(reference_run(ir, x64))
     judged = []
     for run in runs:
-        margin, violated = exact_margin(polytopes, [Fraction(float(v)) for v in run.output])
-        judged.append((run.runtime, violated, float(margin)))
+        if np.isnan(run.output).any():  # no output to be unsafe: as the scripts' <= reads NaN
+            judged.append((run.runtime, False, float("-inf")))
+            continue
+        margin, violated = exact_margin(polytopes, [_finite(v) for v in run.output])
+        judged.append((run.runtime, violated, _float(margin)))
     x32 = w.x_as(np.float32)
     f32 = Float32(any(v for _, v, _ in judged), max(m for _, _, m in judged), tuple(judged),
                   any(Fraction(float(a)) != b for a, b in zip(x32, x)))
@@ -275,6 +278,12 @@ def adjudicate(network, property, witness, *, input_shape=None,
         verdict = _verdict(box is not None, answer.violated, f32.violated, False)
         return Adjudication(box is not None, box, outside, rounded_box, answer, f32,
                             competition, False, verdict, w.source)
+    if claimed is None and not w.from_tensor:  # the scripts cannot match a file's missing Y
+        competition = Competition(False, float("inf"), False, False, False,
+                                  "witness (no Y values)", runs[0].runtime)
+        verdict = _verdict(box is not None, answer.violated, f32.violated, False)
+        return Adjudication(box is not None, box, outside, rounded_box, answer, f32,
+                            competition, None, verdict, w.source)
     competition = competition_rule(
         prop, x64, runs[0].output, runs[0].output if claimed is None else claimed,
         claimed_from="witness" if claimed is not None else runs[0].runtime,
@@ -286,8 +295,18 @@ def adjudicate(network, property, witness, *, input_shape=None,
 
 
 def _inside_float32_box(prop: Property, x32: np.ndarray) -> bool:
-    return any(bool(np.all((lower <= x32) & (x32 <= upper)))
-               for lower, upper in prop.input_boxes_as(np.float32, "outward"))
+    """X as fed (float32) inside some box rounded outward to float32, strict bounds kept
+    strict."""
+    for case in prop.cases:
+        box = case.box
+        lower, upper = box.as_floats(np.float32, "outward")
+        above = np.array([x > lo if i in box.strict_lower else x >= lo
+                          for i, (x, lo) in enumerate(zip(x32, lower))])
+        below = np.array([x < hi if i in box.strict_upper else x <= hi
+                          for i, (x, hi) in enumerate(zip(x32, upper))])
+        if above.all() and below.all():
+            return True
+    return False
 
 
 def _outside_by(prop: Property, x: list[Fraction]) -> Fraction:
@@ -308,9 +327,30 @@ def _claimed_matches(w: Witness, runs: list[Run], value, radius) -> bool:
     the exact output widened by half a float32 ulp of its magnitude (the exact output,
     written to float32 precision or better)."""
     y32 = w.y_as(np.float32)
-    if any(np.array_equal(y32, run.output.astype(np.float32)) for run in runs):
+    if np.isfinite(y32).all() and any(
+            np.array_equal(y32, run.output.astype(np.float32)) for run in runs):
         return True
     y = w.y_exact
-    ulp = np.spacing((np.abs(value) + radius).astype(np.float32)).astype(np.float64)
+    with np.errstate(all="ignore"):
+        ulp = np.spacing((np.abs(value) + radius).astype(np.float32)).astype(np.float64)
+    if not (np.isfinite(value).all() and np.isfinite(radius).all() and np.isfinite(ulp).all()):
+        return False  # beyond float32's range: no float32 output to match
     return all(abs(yj - Fraction(float(v))) <= Fraction(float(r)) + Fraction(float(u)) / 2
                for yj, v, r, u in zip(y, value, radius, ulp))
+
+
+_HUGE = Fraction(2) ** 2000
+"""Stands for an infinite float output in exact margins: beyond any float64 constraint."""
+
+
+def _finite(v: float) -> Fraction:
+    """A float output as an exact rational, an infinity as +-_HUGE."""
+    return Fraction(float(v)) if np.isfinite(v) else (_HUGE if v > 0 else -_HUGE)
+
+
+def _float(v: Fraction) -> float:
+    """A Fraction as the nearest float, +-inf beyond float64's range."""
+    try:
+        return float(v)
+    except OverflowError:
+        return float("inf") if v > 0 else float("-inf")

@@ -93,6 +93,11 @@ class Witness:
     y: tuple | None
     source: str = "<text>"
 
+    @property
+    def from_tensor(self) -> bool:
+        """Built from a tensor (no claimed Y to hold it to), not read from a file or text."""
+        return self.source == "<tensor>"
+
     @cached_property
     def x_exact(self) -> list[Fraction]:
         """X as exact rationals."""
