@@ -106,10 +106,10 @@ class Adjudication:
         """The answers as JSON-serialisable values (exact margins also as "p/q" strings)."""
         lo, hi = self.exact.margin_bounds
         return {
-            "inside": self.inside, "box": self.box, "outside_by": float(self.outside_by),
+            "inside": self.inside, "box": self.box, "outside_by": _float(self.outside_by),
             "inside_float32_box": self.inside_float32_box,
             "exact": {"violated": self.exact.violated, "margin": self.exact.margin,
-                      "margin_bounds": [str(lo), str(hi)], "method": self.exact.method},
+                      "margin_bounds": [_text(lo), _text(hi)], "method": self.exact.method},
             "float32": {"violated": self.float32.violated, "margin": self.float32.margin,
                         "input_rounded": self.float32.input_rounded,
                         "runs": [{"runtime": r, "violated": v, "margin": m}
@@ -125,11 +125,13 @@ class Adjudication:
             return "undecided" if v is None else "violated" if v else "not violated"
         e, f, c = self.exact, self.float32, self.competition
         lo, hi = e.margin_bounds
-        where = f"outside every box, the nearest by {float(self.outside_by):.3g}" \
+        where = f"outside every box, the nearest by {_float(self.outside_by):.3g}" \
             if self.box is None else f"box {self.box}"
         runs = "; ".join(f"{r}: {yes(v)}, margin {m:.6g}" for r, v, m in f.runs)
-        exact = f"margin {e.margin:.6g} exactly" if e.method == "rational" else \
-            f"margin in [{float(lo):.6g}, {float(hi):.6g}] (certified float64 enclosure)"
+        exact = (f"margin {e.margin:.6g} exactly" if e.margin or not lo else
+                 f"margin {'+' if lo > 0 else '-'}{_float(abs(lo)):.3g} exactly, below "
+                 "float64's range") if e.method == "rational" else \
+            f"margin in [{_float(lo):.6g}, {_float(hi):.6g}] (certified float64 enclosure)"
         return "\n".join([
             f"inside:          {self.inside} ({where}; exact rational comparison)",
             f"exact:           {yes(e.violated)}, {exact}",
@@ -235,20 +237,21 @@ def adjudicate(network, property, witness, *, input_shape=None,
     if value.size != prop.num_outputs:
         raise ValueError(f"the network has {value.size} outputs, the property "
                          f"{prop.num_outputs}")
-    lo, hi = margin_bounds(polytopes, value, radius)
-    decided = exact != "rational" and (lo > 0 or hi < 0)
+    finite = bool(np.isfinite(value).all() and np.isfinite(radius).all())
+    lo, hi = margin_bounds(polytopes, value, radius) if finite else (-_HUGE, _HUGE)
+    decided = finite and exact != "rational" and (lo > 0 or hi < 0)
     if decided:
-        answer = Exact(lo > 0, float(exact_margin(polytopes, [Fraction(float(v))
-                                                              for v in value])[0]),
+        answer = Exact(lo > 0, _float(exact_margin(polytopes, [Fraction(float(v))
+                                                               for v in value])[0]),
                        (lo, hi), "enclosure")
     else:
         try:
             y = rational_at(ir, x)
             margin, violated = exact_margin(polytopes, y)
-            answer = Exact(violated, float(margin), (margin, margin), "rational")
+            answer = Exact(violated, _float(margin), (margin, margin), "rational")
         except RationalUnavailable:  # the enclosure's word, when it has one
             clear = lo > 0 or hi < 0
-            answer = Exact(bool(lo > 0) if clear else None, float((lo + hi) / 2), (lo, hi),
+            answer = Exact(bool(lo > 0) if clear else None, _float((lo + hi) / 2), (lo, hi),
                            "enclosure")
 
     x64 = w.x_as(np.float64)
@@ -268,7 +271,7 @@ def adjudicate(network, property, witness, *, input_shape=None,
         judged.append((run.runtime, violated, _float(margin)))
     x32 = w.x_as(np.float32)
     f32 = Float32(any(v for _, v, _ in judged), max(m for _, _, m in judged), tuple(judged),
-                  any(Fraction(float(a)) != b for a, b in zip(x32, x)))
+                  any(_finite(a) != b for a, b in zip(x32, x)))
 
     claimed = w.y_as(np.float64)
     if claimed is not None and claimed.size != prop.num_outputs:
@@ -346,6 +349,15 @@ _HUGE = Fraction(2) ** 2000
 def _finite(v: float) -> Fraction:
     """A float output as an exact rational, an infinity as +-_HUGE."""
     return Fraction(float(v)) if np.isfinite(v) else (_HUGE if v > 0 else -_HUGE)
+
+
+def _text(v: Fraction) -> str:
+    """A Fraction as "p/q", or, past Python's digit limit for int-to-str, a decimal of 17
+    significant digits marked as rounded."""
+    try:
+        return str(v)
+    except ValueError:
+        return f"~{_float(v):.17g}" if _float(v) else f"~{'-' if v < 0 else ''}0 (|v| < 1e-308)"
 
 
 def _float(v: Fraction) -> float:
