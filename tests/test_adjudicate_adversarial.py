@@ -166,11 +166,6 @@ def test_a_nan_execution_is_matched_as_the_scripts_match_it():
 
 # --- paths holding a parenthesis are read as text -------------------------------------------
 
-@pytest.mark.xfail(strict=True, reason=(
-    "read_witness takes any str holding '(' for the witness's text (witness.py:142): the path "
-    "'.../run (1)/ce.counterexample' (a browser's or a copy's name) is parsed as a witness "
-    "and refused as witness-syntax; a str naming an existing file should be read as a path "
-    "(or the text test should need the text to start with '(' or 'sat')"))
 def test_a_witness_path_with_a_parenthesis_is_read_as_a_path(tmp_path):
     folder = tmp_path / "run (1)"
     folder.mkdir()
@@ -180,9 +175,6 @@ def test_a_witness_path_with_a_parenthesis_is_read_as_a_path(tmp_path):
     assert witness.x == ("0.75",) and witness.y == ("0.75",)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "read_vnnlib has the same rule (reader.py:36): a VNN-LIB path with '(' in it is parsed "
-    "as VNN-LIB text and refused"))
 def test_a_vnnlib_path_with_a_parenthesis_is_read_as_a_path(tmp_path):
     folder = tmp_path / "props (copy)"
     folder.mkdir()

@@ -33,7 +33,9 @@ def text_and_source(path_or_text) -> tuple[str, str]:
     .gz file decompressed), the text itself (a str holding a parenthesis), or bytes."""
     if isinstance(path_or_text, (bytes, bytearray)):
         return _decoded(bytes(path_or_text), "<bytes>"), "<bytes>"
-    if isinstance(path_or_text, str) and "(" in path_or_text:
+    if isinstance(path_or_text, str) and "(" in path_or_text and not (
+            len(path_or_text) < 4096 and "\n" not in path_or_text
+            and os.path.isfile(path_or_text)):  # "run (1)/prop.vnnlib" is a path
         return path_or_text, "<text>"
     if not isinstance(path_or_text, (str, os.PathLike)):
         raise TypeError("read_vnnlib takes a path, the text of a property or its bytes, not "

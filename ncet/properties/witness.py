@@ -137,6 +137,12 @@ def _where(text: str, pos: int) -> tuple[int, int]:
     return line, pos - (text.rfind("\n", 0, pos) + 1) + 1
 
 
+def _is_file(text: str) -> bool:
+    """A str short and single-line enough to be a path, naming an existing file ("run (1)/
+    ce.counterexample" is a path; a witness's text is not)."""
+    return len(text) < 4096 and "\n" not in text and os.path.isfile(text)
+
+
 def _text_of(path_or_text) -> tuple[str, str]:
     """(text, source) from a path or the text itself (bytes, or a str holding "(")."""
     if isinstance(path_or_text, (bytes, bytearray)):
@@ -144,7 +150,8 @@ def _text_of(path_or_text) -> tuple[str, str]:
             raise WitnessError("witness-too-large", f"{len(path_or_text)} bytes, over "
                                f"MAX_BYTES = {MAX_BYTES}")
         return bytes(path_or_text).decode("utf-8", errors="strict"), "<text>"
-    if isinstance(path_or_text, str) and "(" in path_or_text:
+    if isinstance(path_or_text, str) and "(" in path_or_text and \
+            not _is_file(path_or_text):
         if len(path_or_text) > MAX_BYTES:
             raise WitnessError("witness-too-large", f"text of {len(path_or_text)} characters, "
                                f"over MAX_BYTES = {MAX_BYTES}")
