@@ -300,11 +300,6 @@ def test_printing_a_point_far_outside_a_far_box():
     pytest.param(("0.5",), (float("inf"),), id="inf-y"),
     pytest.param(("abc",), None, id="not-a-numeral"),
 ])
-@pytest.mark.xfail(strict=True, reason=(
-    "`Witness` is public and adjudicate takes one as is (adjudication.py:_witness): values "
-    "the reader refuses with a WitnessError (witness-not-finite, witness-not-a-number) reach "
-    "fractions_of and raise a raw ValueError, OverflowError or decimal.InvalidOperation; "
-    "validate in Witness.__post_init__ (or in _witness) with the reader's reason codes"))
 def test_a_hand_built_witness_is_validated(x, y):
     from ncet.properties import Witness, WitnessError
     with pytest.raises(WitnessError):

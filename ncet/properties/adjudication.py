@@ -16,7 +16,8 @@ from .exact_eval import RationalUnavailable, enclose_at, rational_at, single_inp
 from .float32_runs import Run, onnxruntime_run, pytorch_run, reference_run
 from .margins import cases_at, exact_margin, margin_bounds
 from .property import Property
-from .witness import Witness, read_witness, witness_of_tensor
+from .rational import fractions_of
+from .witness import Witness, WitnessError, read_witness, witness_of_tensor
 
 VERDICTS = {
     "counterexample": "X inside the input region, the output unsafe in exact arithmetic and in "
@@ -166,7 +167,16 @@ def _network(network, input_shape):
 
 
 def _witness(witness) -> Witness:
-    if isinstance(witness, Witness):
+    if isinstance(witness, Witness):  # built by hand: its values as the reader checks them
+        for side, values in (("X", witness.x), ("Y", witness.y or ())):
+            for i, v in enumerate(values):
+                try:
+                    fractions_of([v])
+                except (ValueError, OverflowError, ArithmeticError, TypeError):
+                    code = "witness-not-finite" if isinstance(v, float) else \
+                        "witness-not-a-number"
+                    raise WitnessError(code, f"{side}_{i} is {v!r}",
+                                       source=witness.source) from None
         return witness
     if isinstance(witness, (str, bytes, os.PathLike)):
         return read_witness(witness)
