@@ -52,9 +52,11 @@ def local_bound(node: IRNode, inputs: Tensors, consts: Consts, dtype: torch.dtyp
     return r.bound(node, dtype, arithmetic) * SAFETY + flushed
 
 
-def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
+def enclose(ir, *inputs: torch.Tensor, input_radii=None
+            ) -> dict[str, tuple[torch.Tensor, torch.Tensor]]:
     """The float64 reference value of every node with a certified radius around the exact
-    real value: |value - [[G]](x)| <= radius elementwise (inputs taken as exact), with
+    real value: |value - [[G]](x)| <= radius elementwise (inputs taken as exact, or within
+    `input_radii` of the exact point, one tensor per input), with
     radius = SAFETY [C(E_in) + B_r(S(|r_in|), X(|r_in|))] (§4.2).
 
     Returns:
@@ -74,8 +76,9 @@ def enclose(ir, *inputs: torch.Tensor) -> dict[str, tuple[torch.Tensor, torch.Te
         raise RuntimeError("no certified enclosure: " + arithmetic.describe())
     abs_consts = {k: v.abs() for k, v in consts.items()}
     out: dict[str, tuple[torch.Tensor, torch.Tensor]] = {}
-    for node, x in zip(ir.inputs, inputs):
-        out[node.name] = (x.to(_F64), input_radius(x, arithmetic))
+    extra = input_radii or [0.0] * len(inputs)
+    for node, x, given in zip(ir.inputs, inputs, extra):
+        out[node.name] = (x.to(_F64), input_radius(x, arithmetic) + given)
     for node in ir.nodes:
         if node.op_type in ("Input", "Output"):
             continue

@@ -54,49 +54,24 @@ def _up(f: Fraction) -> float:
 
 def enclose_at(ir: GraphIR, x: list[Fraction]) -> tuple[np.ndarray, np.ndarray]:
     """(value, radius), float64 arrays over the flattened output: |value - exact| <= radius.
+    The certificate's own propagation (`ncet.exactness.enclosure.enclose`), started at the
+    float64 nearest to X with X's own rounding as the inputs' radius.
 
     Raises:
         RuntimeError: the arithmetic in force is outside the certificate's model.
         ValueError: a graph with several inputs or outputs.
     """
-    from ..evaluate import EVALUATORS
-    from ..exactness.arithmetic import read_arithmetic_model
-    from ..exactness.bounds import SAFETY, rounding
-    from ..exactness.flush_bounds import flush_term, input_radius
-    from ..exactness.rules import BOUND_RULES, subnormal_constants
+    from ..exactness.enclosure import enclose
 
     node = single_input(ir)
     if ir.nodes[-1].attrs.get("tuple"):
         raise ValueError("the network returns several outputs; a VNN-COMP property numbers "
                          "the elements of one")
-    f64 = torch.float64
     values = np.array([float(v) for v in x], dtype=np.float64)
     radius = np.array([_up(abs(v - Fraction(f))) for v, f in zip(x, values)])
-    arithmetic = read_arithmetic_model()
-    if arithmetic.flush and subnormal_constants(ir.nodes, ir.constants,
-                                                arithmetic.flushing_kernels):
-        arithmetic = arithmetic.outside("subnormal constants may be flushed to zero")
-    if not arithmetic.certified:
-        raise RuntimeError("no certified enclosure: " + arithmetic.describe())
     shape = (1, *node.shape)
-    start = torch.from_numpy(values).reshape(shape)
-    consts = {k: v.to(f64) for k, v in ir.constants.items()}
-    abs_consts = {k: v.abs() for k, v in consts.items()}
-    out = {node.name: (start, torch.from_numpy(radius).reshape(shape)
-                       + input_radius(start, arithmetic))}
-    with torch.no_grad():
-        for n in ir.nodes:
-            if n.op_type in ("Input", "Output"):
-                continue
-            vals = [out[i][0] for i in n.inputs]
-            radii = [out[i][1].expand_as(out[i][0]) for i in n.inputs]
-            value = EVALUATORS[n.op_type](n, vals, consts)
-            r = rounding(n, vals, abs_consts, ir.constants)
-            carried = BOUND_RULES[n.op_type].carry(n, radii, abs_consts)
-            flushed = flush_term(n, [tuple(v.shape[1:]) for v in vals], abs_consts,
-                                 ir.constants, f64, arithmetic,
-                                 tuple(getattr(torch, ir.node(i).dtype) for i in n.inputs))
-            out[n.name] = (value, (carried + r.bound(n, f64, arithmetic)) * SAFETY + flushed)
+    out = enclose(ir, torch.from_numpy(values).reshape(shape),
+                  input_radii=[torch.from_numpy(radius).reshape(shape)])
     value, radius = out[ir.nodes[-1].inputs[0]]
     return value.reshape(-1).numpy().copy(), radius.expand_as(value).reshape(-1).numpy().copy()
 
