@@ -1436,6 +1436,22 @@ def batch_norm(g: _Gen, reject: bool):
     return g.finish("batch_norm", (a,), spellings, reject, mag if not codes else 0.0)
 
 
+def _padding_only_window(sizes, k, stride, pad, dil, ceil) -> bool:
+    """Whether some window of a max pooling lies wholly in the padding (PyTorch's output
+    sizes, the last window dropped when it starts in the right padding)."""
+    strides = k if stride is None else (stride, stride) if isinstance(stride, int) else stride
+    for n, kk, s, p in zip(sizes, k, strides, pad):
+        span = n + 2 * p - dil * (kk - 1) - 1
+        if span < 0:
+            return False  # PyTorch refuses the pooling itself
+        out = (-(-span // s) if ceil else span // s) + 1
+        if ceil and (out - 1) * s >= n + p:
+            out -= 1
+        if any(not any(0 <= o * s - p + j * dil < n for j in range(kk)) for o in range(out)):
+            return True
+    return False
+
+
 @family(3, module=True)
 def pool(g: _Gen, reject: bool):
     a = g.operand(lambda v: v.dtype == g.dtype and v.rank >= 1 and 0 not in v.shape
@@ -1451,15 +1467,21 @@ def pool(g: _Gen, reject: bool):
     mag = v.mag
     if kind == "max":
         dil = g.pick([1, 2])
+        mcodes = codes
+        if not wrong_rank and _padding_only_window(v.shape[-2:], k, stride, pad, dil, ceil):
+            if reject:  # the maximum of nothing: -inf
+                mcodes = [*codes, "unsupported-argument"]
+            else:
+                dil = 1  # a window of contiguous taps, padded at most half, holds an element
         spellings = [
             module(f"nn.MaxPool2d({k}, {stride}, {pad}, {dil}, ceil_mode={ceil})({{0}})",
-                   lambda: nn.MaxPool2d(k, stride, pad, dil, ceil_mode=ceil), codes),
+                   lambda: nn.MaxPool2d(k, stride, pad, dil, ceil_mode=ceil), mcodes),
             fn(f"F.max_pool2d({{0}}, {k}, {stride}, {pad}, {dil}, {ceil})",
-               lambda x: F.max_pool2d(x, k, stride, pad, dil, ceil), codes),
+               lambda x: F.max_pool2d(x, k, stride, pad, dil, ceil), mcodes),
             fn(f"F.max_pool2d({{0}}, kernel_size={k}, stride={stride}, padding={pad}, "
                f"dilation={dil}, ceil_mode={ceil})",
                lambda x: F.max_pool2d(x, kernel_size=k, stride=stride, padding=pad,
-                                      dilation=dil, ceil_mode=ceil), codes),
+                                      dilation=dil, ceil_mode=ceil), mcodes),
             module(f"nn.MaxPool2d({k}, return_indices=True)({{0}})",
                    lambda: nn.MaxPool2d(k, return_indices=True), ["pool-return-indices", *codes]),
         ]

@@ -184,6 +184,8 @@ BOUNDARY_RULES: tuple[BoundaryRule, ...] = (
     BoundaryRule(("MaxPool2d",), f"batched input of {POOL_RANK.limit}; kernel, stride, "
                                  "padding, dilation and ceil_mode"),
     BoundaryRule(("MaxPool2d",), "return_indices=True", "pool-return-indices"),
+    BoundaryRule(("MaxPool2d",), "a dilated window lying wholly in the padding (its output "
+                                 "is -inf)", "unsupported-argument"),
     POOL_RANK,
     # Elementwise operators.
     BoundaryRule(("Identity",), "nn.Identity; dropout in evaluation mode, F.dropout* with a "

@@ -195,9 +195,26 @@ def max_pool2d(ctx: NodeContext) -> Mapped:
         raise Rejection("pool-return-indices",
                         "max pooling with return_indices=True returns integer indices",
                         hint="use return_indices=False")
-    return Mapped("MaxPool2d", (x,), {
-        **_pool_window(ctx, p["kernel_size"], p["stride"], p["padding"]),
-        "dilation": _pair(p["dilation"], "dilation"), "ceil_mode": bool(p["ceil_mode"])})
+    window = _pool_window(ctx, p["kernel_size"], p["stride"], p["padding"])
+    dilation = _pair(p["dilation"], "dilation")
+    _refuse_padding_only_windows(ctx, ctx.shape(x)[-2:], window, dilation)
+    return Mapped("MaxPool2d", (x,), {**window, "dilation": dilation,
+                                      "ceil_mode": bool(p["ceil_mode"])})
+
+
+def _refuse_padding_only_windows(ctx: NodeContext, sizes, window, dilation) -> None:
+    """A dilated max-pooling window whose every tap falls in the padding has the maximum of
+    nothing: -inf, which no bound certifies."""
+    for axis, n, out, k, s, pad, d in zip(("height", "width"), sizes, ctx.out_shape[-2:],
+                                          window["kernel_size"], window["stride"],
+                                          window["padding"], dilation):
+        for o in range(out):
+            if not any(0 <= o * s - pad + j * d < n for j in range(k)):
+                raise Rejection("unsupported-argument",
+                                f"max pooling whose window {o} along the {axis} lies wholly "
+                                f"in the padding (kernel {k}, dilation {d}, padding {pad} on "
+                                f"{n}): its output is -inf",
+                                hint="use less padding or a smaller dilation")
 
 
 def _pool_params(ctx: NodeContext, names: tuple[str, ...]) -> dict[str, Any]:
