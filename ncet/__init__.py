@@ -166,7 +166,7 @@ def from_onnx(model):
     `source` names its ONNX node(s): name, op type and index. Constants are the file's
     initializers, value for value (a MatMul's weight transposed to Linear's (out, in), as
     the report says). The graph inputs' first axis is read as the batch axis when it is
-    symbolic or 1, and GraphIR's shapes are per sample; `diagnose_onnx(model).notes` says
+    symbolic, or 1 with at least one more axis, and GraphIR's shapes are per sample; `diagnose_onnx(model).notes` says
     how it was read. Certify the import with `check_onnx(ir, model)`. Needs the `onnx`
     extra.
 
@@ -181,7 +181,8 @@ def from_onnx(model):
             named with its op type, index and a stable reason code (`.code`); every such node
             at once: `diagnose_onnx`.
         ncet.onnx.onnx_file.ONNXFileError: (a ValueError) The file does not parse, defines
-            a name twice, or its external data cannot be read safely.
+            a name twice, reads a value nothing defines, has a cycle, is over the reader's
+            size limits, or its external data cannot be read safely (`.code`).
         TypeError: `model` is none of the accepted kinds.
         ImportError: onnx is not installed.
 
