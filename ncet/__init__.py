@@ -166,9 +166,9 @@ def from_onnx(model):
     `source` names its ONNX node(s): name, op type and index. Constants are the file's
     initializers, value for value (a MatMul's weight transposed to Linear's (out, in), as
     the report says). The graph inputs' first axis is read as the batch axis when it is
-    symbolic, or 1 with at least one more axis, and GraphIR's shapes are per sample; `diagnose_onnx(model).notes` says
-    how it was read. Certify the import with `check_onnx(ir, model)`. Needs the `onnx`
-    extra.
+    symbolic, or 1 with at least one more axis, and GraphIR's shapes are per sample;
+    `diagnose_onnx(model).notes` says how it was read. Certify the import with
+    `check_onnx(ir, model)`. Needs the `onnx` extra.
 
     Args:
         model: A path, the file's bytes, or an onnx.ModelProto.
