@@ -1441,9 +1441,7 @@ def _padding_only_window(sizes, k, stride, pad, dil, ceil) -> bool:
     sizes, the last window dropped when it starts in the right padding)."""
     strides = k if stride is None else (stride, stride) if isinstance(stride, int) else stride
     for n, kk, s, p in zip(sizes, k, strides, pad):
-        span = n + 2 * p - dil * (kk - 1) - 1
-        if span < 0:
-            return False  # PyTorch refuses the pooling itself
+        span = n + 2 * p - dil * (kk - 1) - 1  # may be negative: ceil_mode still gives 1
         out = (-(-span // s) if ceil else span // s) + 1
         if ceil and (out - 1) * s >= n + p:
             out -= 1
