@@ -80,7 +80,7 @@ def test_the_census_splits_the_corpus_43_to_12():
 
 @pytest.mark.parametrize("network", [n for n in corpus_networks() if n not in REFUSED])
 def test_a_network_inside_the_op_set_imports_and_certifies(network):
-    path = CORPUS / network
+    path = corpus_root() / network
     ir = ncet.from_onnx(path)
     report = ncet.check_onnx(ir, path, samples_per_scale=1)
     assert report.ok, f"{network}: {report.first_violation}"
@@ -91,7 +91,7 @@ def test_a_network_inside_the_op_set_imports_and_certifies(network):
 
 @pytest.mark.parametrize("network", sorted(REFUSED))
 def test_a_network_outside_is_refused_naming_every_offending_node(network):
-    path = CORPUS / network
+    path = corpus_root() / network
     report = ncet.diagnose_onnx(path)
     assert not report.ok and report.graph is None
     graph = onnx.load(str(path), load_external_data=False).graph
@@ -118,7 +118,7 @@ def test_every_node_of_an_op_type_without_a_rule_is_named(network):
     from ncet.onnx.import_static import STATIC_RULES
 
     known = set(IMPORT_RULES) | set(STATIC_RULES) | {"Constant", "Shape", "graph input"}
-    rows = ncet.diagnose_onnx(CORPUS / network).rows
+    rows = ncet.diagnose_onnx(corpus_root() / network).rows
     unnamed = [(r.fx_name, r.spelling) for r in rows
                if r.spelling not in known and r.status not in ("unsupported", "boundary")]
     assert not unnamed
