@@ -42,20 +42,23 @@ VNNLIB_REASONS = {
 """Every reason code a VNNLIBError can carry, with what it means."""
 
 
-class VNNLIBError(NCETError, ValueError):
-    """A VNN-LIB property NCET will not read (or a Property question it cannot answer).
+class PlacedError(NCETError, ValueError):
+    """An error in a text NCET reads, placed at its line, column and token (the shared
+    shape of `VNNLIBError` and `ncet.properties.witness.WitnessError`).
 
     Attributes:
-        code: A stable reason code, one of `VNNLIB_REASONS`.
+        code: A stable reason code, one of the subclass's `reasons`.
         line: The 1-based line of the offending token (None when there is no token).
         column: Its 1-based column (characters, not bytes).
         token: The offending token as written ("" when none).
         source: The file's path, or "<text>".
     """
 
+    reasons: dict[str, str] = {}
+
     def __init__(self, code: str, message: str, *, line: int | None = None,
                  column: int | None = None, token: str = "", source: str = "<text>"):
-        assert code in VNNLIB_REASONS, f"unregistered reason code {code!r}"
+        assert code in self.reasons, f"unregistered reason code {code!r}"
         self.code, self.line, self.column = code, line, column
         self.token, self.source, self.reason = token, source, message
         where = source if line is None else f"{source}:{line}" if column is None else \
@@ -63,3 +66,11 @@ class VNNLIBError(NCETError, ValueError):
         shown = token if len(token) <= 60 else token[:57] + "..."
         at = f" at {shown!r}" if token else ""
         super().__init__(f"{where}: {message}{at} [{code}]")
+
+
+class VNNLIBError(PlacedError):
+    """A VNN-LIB property NCET will not read (or a Property question it cannot answer);
+    `.code` is one of `VNNLIB_REASONS`, `.line`, `.column`, `.token`, `.source` as in
+    `PlacedError`."""
+
+    reasons = VNNLIB_REASONS

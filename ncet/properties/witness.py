@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from ..errors import NCETError
+from .errors import PlacedError
 from .rational import fractions_of, numeral_problem
 
 MAX_BYTES = 16 * 2 ** 20
@@ -56,26 +56,11 @@ _TOKEN = re.compile(r"\(|\)|[^\s()]+")
 _NAME = re.compile(r"([XY])_([0-9]{1,9})")
 
 
-class WitnessError(NCETError, ValueError):
-    """A counterexample NCET will not read.
+class WitnessError(PlacedError):
+    """A counterexample NCET will not read; `.code` is one of `WITNESS_REASONS`, `.line`,
+    `.column`, `.token`, `.source` as in `PlacedError`."""
 
-    Attributes:
-        code: A stable reason code, one of `WITNESS_REASONS`.
-        line: The 1-based line of the offending token (None when there is none).
-        column: Its 1-based column.
-        token: The offending token as written ("" when none).
-        source: The file's path, or "<text>".
-    """
-
-    def __init__(self, code: str, message: str, *, line: int | None = None,
-                 column: int | None = None, token: str = "", source: str = "<text>"):
-        assert code in WITNESS_REASONS, f"unregistered reason code {code!r}"
-        self.code, self.line, self.column = code, line, column
-        self.token, self.source, self.reason = token, source, message
-        where = source if line is None else f"{source}:{line}:{column}"
-        shown = token if len(token) <= 60 else token[:57] + "..."
-        at = f" at {shown!r}" if token else ""
-        super().__init__(f"{where}: {message}{at} [{code}]")
+    reasons = WITNESS_REASONS
 
 
 @dataclass(frozen=True, eq=False)
