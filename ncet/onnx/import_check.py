@@ -11,7 +11,7 @@ from collections.abc import Callable
 import onnx
 import torch
 
-from ..ir import GraphIR
+from ..ir import CONSTANT_ATTRS, GraphIR
 from .importer import import_model
 
 
@@ -56,7 +56,7 @@ def import_faults(ir: GraphIR, model: onnx.ModelProto) -> tuple[dict[str, str], 
         if other != node:
             faults[node.name] = f"the file imports as {other!r}, the GraphIR has {node!r}"
             continue
-        for key in ("weight", "bias", "mean", "var", "constant"):
+        for key in CONSTANT_ATTRS[node.op_type]:
             name = node.attrs.get(key)
             if name and not _same_constant(mine.constants[name], theirs.constants[name]):
                 faults[node.name] = f"constant {name!r} differs from the file's value"

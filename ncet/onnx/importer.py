@@ -16,7 +16,7 @@ from onnx import numpy_helper
 
 from ..errors import from_caller
 from ..frontend.report import ConversionReport, Row
-from ..ir import GraphIR, IRNode, Source
+from ..ir import CONSTANT_ATTRS, GraphIR, IRNode, Source
 from .import_errors import IMPORT_STATUS, ImportRejection, ONNXImportError
 from .import_shapes import ShapeError, output_shape
 from .import_static import BATCH, fold
@@ -395,7 +395,7 @@ class Importer:
             self.input_rows.append(Row(error.source, None, IMPORT_STATUS[rejection.code],
                                        rejection.code, str(error), rejection.hint, None, error))
             return None
-        used = {c for n in self.nodes for k in ("weight", "bias", "mean", "var", "constant")
+        used = {c for n in self.nodes for k in CONSTANT_ATTRS[n.op_type]
                 for c in [n.attrs.get(k)] if c}
         constants = {k: v for k, v in self.constants.items() if k in used}
         return GraphIR(tuple(self.nodes), constants)

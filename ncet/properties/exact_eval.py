@@ -25,7 +25,7 @@ from functools import reduce
 import numpy as np
 import torch
 
-from ..ir import GraphIR
+from ..ir import CONSTANT_ATTRS, GraphIR
 
 RATIONAL_OPS = frozenset({
     "Linear", "Conv2d", "AvgPool2d", "MaxPool2d", "AdaptiveAvgPool2d", "ReduceMean",
@@ -340,7 +340,7 @@ def rational_at(ir: GraphIR, x: list[Fraction]) -> list[Fraction]:
     for n in ir.nodes:
         if n.op_type in ("Input", "Output"):
             continue
-        for key in ("weight", "bias", "constant"):
+        for key in CONSTANT_ATTRS[n.op_type]:
             name = n.attrs.get(key)
             if isinstance(name, str) and name not in consts:
                 consts[name] = _dyadic(ir.constants[name])
