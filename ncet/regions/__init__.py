@@ -4,5 +4,6 @@ bounds |float32 - exact| for every input of a region, `tighten` grows a property
 set by it (docs/margins.md)."""
 
 from .margin_record import Margin
+from .tightening import tighten
 
-__all__ = ["Margin"]
+__all__ = ["Margin", "tighten"]
