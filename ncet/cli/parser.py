@@ -28,7 +28,7 @@ examples:
   ncet diff before.ncet after.ncet              what changed between two GraphIRs
   ncet import net.onnx -o net.ncet              an ONNX file read into GraphIR, certified
   ncet adjudicate net.onnx prop.vnnlib x.counterexample   a verifier's counterexample judged
-  ncet margin net.onnx prop.vnnlib -o tight.vnnlib   the float32 margin, the property tightened
+  ncet margin net.onnx prop.vnnlib -o t.vnnlib  the float32 margin, the property tightened
 
 {textwrap.fill(FORMS_HELP, 88)}
 
