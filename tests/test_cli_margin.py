@@ -49,7 +49,8 @@ def fake(monkeypatch):
     """float_margin replaced: returns `fake.margin`, records its calls."""
     class Fake:
         margin = _margin([2.0 ** -24, 2.0 ** -23], [0.0, -1.0], [1.0, 0.0],
-                         {"fc": [2.0 ** -25, 2.0 ** -23], "<input rounding>": [2.0 ** -25, 0]})
+                         {"fc": [2.0 ** -25, 2.0 ** -23], "<input rounding>": [2.0 ** -25, 0]},
+                         unstable={"relu": (3, 8), "relu_1": (0, 8)})
         calls: list = []
 
         def __call__(self, network, region, *, input_rounding=False, splits=None):
@@ -71,13 +72,13 @@ def test_the_report_and_the_tightened_file(files, fake, capsys):
     assert rounding is False
     lines = out.splitlines()
     assert lines[0].startswith(f"float32 margin of {files / 'net.ncet'}")
-    assert any(line.split()[:2] == ["Y_0", "5.96e-08"] and line.endswith("[0, 1]")
-               for line in lines)
-    assert any(line.split()[:2] == ["Y_1", "1.19e-07"] and line.endswith("[-1, 0]")
-               for line in lines)
+    # eps, the range, eps / the range's width (2^-24 / 1 and 2^-23 / 1)
+    assert ["Y_0", "5.96e-08", "[0,", "1]", "6e-08"] in [line.split() for line in lines]
+    assert ["Y_1", "1.19e-07", "[-1,", "0]", "1.2e-07"] in [line.split() for line in lines]
     # Y_0 - Y_1 <= 0 grows by eps_0 + eps_1 = 3 * 2^-24; -Y_0 <= 0.5 by eps_0
     assert any(line.startswith("Y_0 - Y_1 <= 0") and "1.79e-07" in line for line in lines)
     assert any(line.startswith("Y_0 >= -0.5") and "5.96e-08" in line for line in lines)
+    assert "possibly unstable over the region: relu 3/8" in lines  # relu_1: none
     nodes = [line.split() for line in lines if line.startswith("  ")]
     assert nodes == [["fc", "100.0%", "(Y_1)"], ["<input", "rounding>", "50.0%", "(Y_0)"]]
     assert lines[-1] == f"wrote {out_path}: 2 rows grown, {out_path.stat().st_size:,} " \
@@ -189,6 +190,22 @@ def test_bad_arguments_are_one_line_and_no_traceback(files, fake, capsys, args, 
     assert last.startswith("ncet margin: error: ") and words in last, err
     if status == 1:
         assert len(err.splitlines()) == 1 and not (files / "t.vnnlib").exists()
+
+
+@pytest.mark.parametrize("raised, words", [
+    (ValueError("the network has 2 inputs; float_margin takes one"), "has 2 inputs"),
+    (RuntimeError("a bug\nover two lines"), "ncet margin failed on this file (RuntimeError: "
+                                             "a bug); please report it"),
+])
+def test_float_margin_refusing_is_one_line(files, fake, capsys, monkeypatch, raised, words):
+    def refuse(network, region, **options):
+        raise raised
+    monkeypatch.setattr(ncet, "float_margin", refuse, raising=False)
+    status, out, err = call(capsys, "margin", str(files / "net.ncet"),
+                            str(files / "prop.vnnlib"), "-o", str(files / "t.vnnlib"))
+    assert status == 1 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith("ncet margin: error: ") and words in err
+    assert not (files / "t.vnnlib").exists()
 
 
 def test_json_refusal_has_the_code(files, fake, capsys):

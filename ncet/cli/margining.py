@@ -19,6 +19,7 @@ from ..properties.property import Property, Row
 from ..properties.rational import decimal_text, fraction
 from ..regions.tightening import grown_by
 from .commands import UsageError
+from .importing import error_record
 from .records import document, dumps
 from .terminal import name_text
 
@@ -95,7 +96,9 @@ def run_margin(args: argparse.Namespace) -> int:
     except UsageError:
         raise
     except (ncet.NCETError, ValueError, OSError) as error:
-        return _refused(args, error)
+        return _refused(args, error_record(error, args.net, documented=True))
+    except Exception as error:  # noqa: BLE001  a hostile file: one line, never a traceback
+        return _refused(args, error_record(error, args.net, "ncet margin"))
     rows = row_records(prop, tight, margin)
     top = top_contributions(margin)
     written, error = _write(args, prop, tight) if args.output is not None else (None, None)
@@ -115,14 +118,14 @@ def run_margin(args: argparse.Namespace) -> int:
     return OK if ok else FAILED
 
 
-def _refused(args: argparse.Namespace, error: Exception) -> int:
-    code = getattr(error, "code", None)
-    record = {"code": code if isinstance(code, str) else None, "message": str(error)}
+def _refused(args: argparse.Namespace, record: dict) -> int:
+    """An input refused: the JSON document with `error`, one line on stderr, status 1."""
     if args.json:
         print(dumps(document("margin", net=args.net, property=args.property, ok=False,
                              error=record, margin=None, rows=[], decided_as_deployed=False,
                              top_contributions=[], output=None)))
-    first = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    message = record["message"].strip()
+    first = message.splitlines()[0] if message else "refused"
     print(f"ncet margin: error: {name_text(first)}", file=sys.stderr)
     return FAILED
 
@@ -270,11 +273,13 @@ def _print_report(args, margin, rows, top, decided) -> None:
     if margin.arithmetic:
         print(f"arithmetic: {margin.arithmetic}")
     print()
-    table = [("output", "eps", "exact output's range")]
+    table = [("output", "eps", "exact output's range", "eps / its width")]
     m = margin.num_outputs
     for j in range(min(m, SHOWN)):
-        table.append((f"Y_{j}", f"{float(margin.eps[j]):.3g}",
-                      f"[{float(margin.lower[j]):.6g}, {float(margin.upper[j]):.6g}]"))
+        eps, low, high = (float(v[j]) for v in (margin.eps, margin.lower, margin.upper))
+        width = high - low
+        table.append((f"Y_{j}", f"{eps:.3g}", f"[{low:.6g}, {high:.6g}]",
+                      f"{eps / width:.2g}" if width > 0 else "-"))
     print(_table(table))
     if m > SHOWN:
         print(f"... {m - SHOWN} more outputs (--json lists every one)")
@@ -292,6 +297,10 @@ def _print_report(args, margin, rows, top, decided) -> None:
     print(_table(table))
     if len(rows) > SHOWN:
         print(f"... {len(rows) - SHOWN} more rows (--json lists every one)")
+    unstable = [(node, n, total) for node, (n, total) in margin.unstable.items() if n]
+    if unstable:
+        print("\npossibly unstable over the region: " + ", ".join(
+            f"{name_text(node)} {n}/{total}" for node, n, total in unstable))
     if top:
         print("\nwhere eps comes from (a node's largest share of an output's eps):")
         width = max(len(name_text(t["node"])) for t in top)
