@@ -223,3 +223,26 @@ def test_help_names_the_command(capsys):
     assert status == 0 and "ncet margin" in out and "--input-rounding" in out
     status, out, _ = call(capsys, "--help")
     assert "margin" in out
+
+
+def test_the_real_margin_of_a_corpus_network_writes_the_tightened_property(tmp_path, capsys):
+    """float_margin itself, on ACAS Xu 1_1 and property 3 (an ONNX NET): the file written is
+    the property tightened by the eps the JSON reports, and reads back equal."""
+    pytest.importorskip("onnx")
+    from tests.corpus import corpus_root
+
+    root = corpus_root() / "acasxu"
+    prop_path = root / "vnnlib" / "prop_3.vnnlib"
+    status, out, err = call(capsys, "margin", str(root / "onnx" /
+                                                  "ACASXU_run2a_1_1_batch_2000.onnx"),
+                            str(prop_path), "--json", "-o", str(tmp_path / "t.vnnlib"))
+    doc = json.loads(out)
+    assert status == 0 and doc["ok"] is True and err == ""
+    eps = doc["margin"]["eps"]
+    assert len(eps) == 5 and all(e > 0 for e in eps)
+    assert all(lo <= hi for lo, hi in zip(doc["margin"]["lower"], doc["margin"]["upper"]))
+    prop = ncet.read_vnnlib(prop_path)
+    assert ncet.read_vnnlib(tmp_path / "t.vnnlib") == ncet.tighten(prop, eps)
+    assert doc["output"] == {"path": str(tmp_path / "t.vnnlib"),
+                             "bytes": (tmp_path / "t.vnnlib").stat().st_size,
+                             "rows_grown": 4, "read_back": True}

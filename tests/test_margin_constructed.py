@@ -13,6 +13,7 @@ rounds up to 1 + 2^-23. The unsafe set Y_0 >= 1.00000006 lies between the exact 
 
 from __future__ import annotations
 
+import json
 from fractions import Fraction
 
 import numpy as np
@@ -21,6 +22,7 @@ import torch
 from torch import nn
 
 import ncet
+from tests.test_cli import call
 
 F = Fraction
 BIAS = F(2) ** -24 + F(2) ** -47
@@ -93,3 +95,26 @@ def test_the_property_tightened_by_a_sound_eps_holds_the_exact_output():
     assert ncet.adjudicate(_network(), tight, torch.tensor([X]),
                            input_shape=(1,)).verdict == "counterexample"
     assert ncet.read_vnnlib(ncet.write_vnnlib(tight)) == tight
+
+
+def test_float_margin_covers_the_deviation_and_ncet_margin_writes_the_tightened_file(
+        tmp_path, capsys):
+    ir = ncet.convert(_network(), (1,))
+    prop = ncet.read_vnnlib(PROPERTY)
+    margin = ncet.float_margin(ir, prop)
+    deviation = abs(_float32(F(X)) - _exact(F(X)))
+    assert F(float(margin.eps[0])) >= deviation
+    assert F(float(margin.lower[0])) <= _exact(F(0)) and \
+        F(float(margin.upper[0])) >= _exact(F(1))
+    assert ncet.tighten(prop, margin).violated_by([X], [_exact(F(X))])
+    ncet.save(ir, tmp_path / "net.ncet")
+    (tmp_path / "prop.vnnlib").write_text(PROPERTY)
+    status, out, _ = call(capsys, "margin", str(tmp_path / "net.ncet"),
+                          str(tmp_path / "prop.vnnlib"), "-o", str(tmp_path / "t.vnnlib"),
+                          "--json")
+    doc = json.loads(out)
+    assert status == 0 and doc["output"]["read_back"] is True
+    assert doc["decided_as_deployed"] is False
+    written = ncet.read_vnnlib(tmp_path / "t.vnnlib")
+    assert written.violated_by([X], [_exact(F(X))])
+    assert not prop.violated_by([X], [_exact(F(X))])

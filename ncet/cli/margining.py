@@ -247,7 +247,7 @@ def _polytopes_excluded(rows: list[dict], deployed: bool) -> list[bool]:
 
 def top_contributions(margin, count: int = TOP_NODES) -> list[dict[str, Any]]:
     """The nodes whose rounding makes up most of eps: each node's largest share of an
-    output's eps, the largest first."""
+    output's eps, the largest first (nodes contributing nothing left out)."""
     eps = margin.eps.double()
     shares = []
     for node, part in margin.contributions.items():
@@ -257,7 +257,7 @@ def top_contributions(margin, count: int = TOP_NODES) -> list[dict[str, Any]]:
         shares.append({"node": node, "share": float(ratio[worst]) if ratio.numel() else 0.0,
                        "output": worst, "largest": float(part.max()) if part.numel() else 0.0})
     shares.sort(key=lambda s: (-s["share"], s["node"]))
-    return shares[:count]
+    return [s for s in shares if s["share"] > 0][:count]
 
 
 # -- text -----------------------------------------------------------------------------------
@@ -278,7 +278,7 @@ def _print_report(args, margin, rows, top, decided) -> None:
     for j in range(min(m, SHOWN)):
         eps, low, high = (float(v[j]) for v in (margin.eps, margin.lower, margin.upper))
         width = high - low
-        table.append((f"Y_{j}", f"{eps:.3g}", f"[{low:.6g}, {high:.6g}]",
+        table.append((f"Y_{j}", f"{eps:.3g}", f"[{low:.9g}, {high:.9g}]",
                       f"{eps / width:.2g}" if width > 0 else "-"))
     print(_table(table))
     if m > SHOWN:
@@ -323,7 +323,8 @@ def _print_written(args, written, error) -> None:
     if args.output is None:
         return
     if written is not None and error is None:
-        print(f"wrote {name_text(args.output)}: {written['rows_grown']} rows grown, "
+        grown = written["rows_grown"]
+        print(f"wrote {name_text(args.output)}: {grown} row{'s' * (grown != 1)} grown, "
               f"{written['bytes']:,} bytes; read back equal")
     elif written is not None:
         print(f"wrote {name_text(args.output)}, which does not read back equal")
