@@ -172,6 +172,7 @@ BAD = [
     (["{d}/net.ncet"], 2, "required"),
     (["{d}/net.ncet", "{d}/bad.vnnlib"], 1, "vnnlib"),
     (["{d}/bad.ncet", "{d}/prop.vnnlib"], 1, ""),
+    (["{d}/bad.onnx", "{d}/prop.vnnlib"], 1, ""),
     (["{d}/net.ncet", "{d}/three.vnnlib"], 1, "the margin has 2 outputs and the property 3"),
 ]
 
@@ -180,6 +181,7 @@ BAD = [
 def test_bad_arguments_are_one_line_and_no_traceback(files, fake, capsys, args, status, words):
     (files / "bad.vnnlib").write_text(HEAD + "(assert (<= Y_0 nan))\n")
     (files / "bad.ncet").write_bytes(b"not a GraphIR file")
+    (files / "bad.onnx").write_bytes(b"not an ONNX file")
     (files / "three.vnnlib").write_text(HEAD.replace(
         "(declare-const Y_1 Real)\n", "(declare-const Y_1 Real)\n(declare-const Y_2 Real)\n")
         + "(assert (<= Y_2 1))\n")
