@@ -21,6 +21,7 @@ PUBLIC_API = {
     "check_onnx", "lint_onnx", "compare", "Comparison", "from_onnx", "diagnose_onnx",
     "ONNXImportError", "read_vnnlib", "write_vnnlib", "Property", "VNNLIBError",
     "adjudicate", "Adjudication", "WitnessError", "read_witness", "float_margin", "Margin",
+    "tighten",
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",
