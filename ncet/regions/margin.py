@@ -50,7 +50,7 @@ CHUNK = 1 << 22
 SPLIT_DIMENSIONS = 16
 """Boxes with at most this many input elements are split (`AUTO_PIECES` pieces)."""
 
-AUTO_PIECES = 512
+AUTO_PIECES = 2048
 """How many pieces a low-dimensional box is split into by default."""
 
 BATCH = 16
