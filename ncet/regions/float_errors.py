@@ -141,7 +141,7 @@ def forward_error(state: State, errors: Errors, node: IRNode) -> torch.Tensor:
     return SAFETY * (passed + errors.delta[node.name])
 
 
-MAX_GENERATORS = 256
+MAX_GENERATORS = 4096
 """Most noise generators a backward error pass keeps per row (`_Coefficients.reduce`)."""
 
 GENERATOR_BUDGET = 1 << 24
