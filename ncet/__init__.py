@@ -22,6 +22,7 @@ from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
 from .onnx.import_errors import ONNXImportError
+from .passes import simplify
 from .properties import Adjudication, Property, VNNLIBError, WitnessError
 from .properties import adjudicate as _adjudicate
 from .properties import read_vnnlib as _read_vnnlib
@@ -249,5 +250,5 @@ __all__ = [
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
     "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
     "read_vnnlib", "write_vnnlib", "adjudicate", "Adjudication", "WitnessError",
-    "read_witness",
+    "read_witness", "simplify",
 ]

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from ..errors import from_caller
 from ..exactness.arithmetic import read_arithmetic_model
 from ..exactness.check import generate_inputs
 from ..exactness.rules import subnormal_constants
@@ -74,6 +75,7 @@ def _blame(simplified: GraphIR, name: str, produced: dict) -> tuple[str, ...]:
     return ()
 
 
+@from_caller
 def simplify(ir: GraphIR, passes: Sequence[str | Pass] | None = None, *,
              inputs: Sequence[torch.Tensor] | None = None, samples_per_scale: int = 8,
              seed: int = 0) -> tuple[GraphIR, SimplificationReport]:
