@@ -5,8 +5,9 @@ the original computes (docs/simplification.md)."""
 
 from .pass_table import PASSES
 from .records import Change, ComputedConstant, Pass
+from .region_bound import simplification_bound
 from .report import SimplificationReport, Violation
 from .simplification import simplify
 
 __all__ = ["PASSES", "Change", "ComputedConstant", "Pass", "SimplificationReport",
-           "Violation", "simplify"]
+           "Violation", "simplify", "simplification_bound"]

@@ -88,7 +88,7 @@ def computed_radii(ir: GraphIR) -> dict[str, torch.Tensor]:
     return {name: r for name, t in ir.constants.items() if (r := radius_of(t)) is not None}
 
 
-def _perturbation(node: IRNode, xbar: torch.Tensor, delta: dict, abs_consts: dict):
+def constant_perturbation(node: IRNode, xbar: torch.Tensor, delta: dict, abs_consts: dict):
     """|f'(x) - f*(x)| for |x| <= xbar, when node's constants are within delta of exact."""
     names = [node.attrs[a] for a in CONSTANT_ATTRS[node.op_type]
              if node.attrs.get(a) is not None]
@@ -157,7 +157,7 @@ def walk(ir: GraphIR, inputs: list[torch.Tensor], arithmetic: ArithmeticModel,
                 d = rule.carry(node, d_full, abs_consts)
                 if len(node.inputs) == 1:
                     xbar = r_in[0].abs() + er_in[0] + d_full[0]
-                    extra = _perturbation(node, xbar, delta, abs_consts)
+                    extra = constant_perturbation(node, xbar, delta, abs_consts)
                     if extra is not None:
                         d = d + extra
                 d = d * SAFETY

@@ -1,0 +1,85 @@
+"""The simplification's bound over a region (`ncet.passes.simplification_bound`): for every
+input of a box, |simplified exact - original exact| per output element. Held, at the box's
+corners and points drawn inside it, to the two graphs' certified float64 enclosures
+(`enclose`): |r_s - r_o| <= bound + R_s + R_o; zero when nothing was computed; and not
+vacuous: a fold with its eps dropped breaks it inside the box."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import ncet
+from ncet.exactness.enclosure import enclose
+from ncet.passes import simplification_bound, simplify
+from tests.corpus import box_samples, corpus_root, first_property
+from tests.test_simplify import _no_eps, _small_variance_batchnorm_net
+from tests.zoo_models import ZOO
+
+ZOO_ROWS = ("lirpa_cnn_7layer_bn", "tv_resnet_basic", "augmented_normalize")
+
+
+def _points(lo, hi, count=64, seed=0):
+    generator = torch.Generator().manual_seed(seed)
+    x = lo + (hi - lo) * torch.rand((count, *lo.shape), generator=generator, dtype=torch.float64)
+    x[0], x[1] = lo, hi
+    return x
+
+
+def _held(original, simplified, bound, x):
+    """|r_s - r_o| - R_s - R_o, a lower bound on the exact difference, is within `bound`."""
+    mine, theirs = enclose(original, x), enclose(simplified, x)
+    gaps = []
+    for o, s in zip(original.outputs, simplified.outputs):
+        (r_o, e_o), (r_s, e_s) = mine[o], theirs[s]
+        gaps.append(((r_s - r_o).abs() - e_o - e_s).reshape(x.shape[0], -1))
+    gap = torch.cat(gaps, dim=1)
+    return bool((gap <= bound).all()), gap
+
+
+@pytest.mark.parametrize("name", ZOO_ROWS)
+def test_the_region_bound_holds_inside_the_box(name):
+    (entry,) = [e for e in ZOO if e.name == name]
+    ir = ncet.convert(entry.factory(), *entry.shapes, rewrite=True)
+    simplified, report = simplify(ir, samples_per_scale=2)
+    assert report.ok and report.applied
+    lo, hi = -torch.ones(entry.shapes[0], dtype=torch.float64), torch.ones(entry.shapes[0])
+    bound = simplification_bound(ir, simplified, (lo, hi.double()))
+    assert bound.shape == report.bound.shape and bool((bound > 0).all())
+    held, _ = _held(ir, simplified, bound, _points(lo, hi.double()))
+    assert held
+
+
+def test_nothing_computed_means_a_zero_bound():
+    ir = ncet.convert(nn.Sequential(nn.Linear(3, 4), nn.Identity(), nn.ReLU()).eval(), (3,))
+    simplified, report = simplify(ir)
+    assert [c.pass_name for c in report.applied] == ["remove_identities"]
+    bound = simplification_bound(ir, simplified, (-torch.ones(3), torch.ones(3)))
+    assert torch.equal(bound, torch.zeros(4, dtype=torch.float64))
+
+
+def test_the_region_bound_is_not_vacuous(monkeypatch):
+    """With BatchNorm's eps dropped from the fold, points of the box leave the bound."""
+    ir = ncet.convert(_small_variance_batchnorm_net(), (4, 4, 4))
+    monkeypatch.setattr("ncet.passes.affine_forms.batchnorm_scale", _no_eps)
+    simplified, _ = simplify(ir, samples_per_scale=1)
+    lo, hi = -torch.ones(4, 4, 4, dtype=torch.float64), torch.ones(4, 4, 4, dtype=torch.float64)
+    bound = simplification_bound(ir, simplified, (lo, hi))
+    held, gap = _held(ir, simplified, bound, _points(lo, hi))
+    assert not held and float((gap / bound).max()) > 1
+
+
+@pytest.mark.parametrize("network", ["acasxu/onnx/ACASXU_run2a_1_1_batch_2000.onnx",
+                                     "eran/nets/mnist_relu_9_200.onnx"])
+def test_a_corpus_normalisation_fold_holds_over_its_property_box(network):
+    root = corpus_root()
+    ir = ncet.from_onnx(root / network)
+    prop = ncet.read_vnnlib(root / first_property(network))
+    simplified, report = simplify(ir, samples_per_scale=2)
+    assert report.ok and "fold_input_normalisation" in {c.pass_name for c in report.applied}
+    bound = simplification_bound(ir, simplified, prop)
+    x = box_samples(prop, ir.inputs[0].shape, 32).double()
+    held, gap = _held(ir, simplified, bound, x)
+    assert held, float(gap.max())
+    assert bool(torch.isfinite(bound).all())
