@@ -2,9 +2,13 @@
 input of a box, |simplified exact - original exact| per output element. Held, at the box's
 corners and points drawn inside it, to the two graphs' certified float64 enclosures
 (`enclose`): |r_s - r_o| <= bound + R_s + R_o; zero when nothing was computed; and not
-vacuous: a fold with its eps dropped breaks it inside the box."""
+vacuous: a fold with its eps dropped breaks it inside the box. Where both graphs have
+rational values (no BatchNorm), exact rational arithmetic is the oracle for both exact
+bounds."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import pytest
 import torch
@@ -13,9 +17,10 @@ from torch import nn
 import ncet
 from ncet.exactness.enclosure import enclose
 from ncet.passes import simplification_bound, simplify
+from ncet.properties.exact_eval import rational_at
 from tests.corpus import box_samples, corpus_root, first_property
-from tests.test_simplify import _no_eps, _small_variance_batchnorm_net
-from tests.zoo_models import ZOO
+from tests.test_simplify import ROWS, _no_eps, _small_variance_batchnorm_net
+from tests.zoo_models import ZOO, seeded
 
 ZOO_ROWS = ("lirpa_cnn_7layer_bn", "tv_resnet_basic", "augmented_normalize")
 
@@ -83,3 +88,24 @@ def test_a_corpus_normalisation_fold_holds_over_its_property_box(network):
     held, gap = _held(ir, simplified, bound, x)
     assert held, float(gap.max())
     assert bool(torch.isfinite(bound).all())
+
+
+@pytest.mark.parametrize("row", ["linear_linear", "elementwise_chain", "normalisation_linear",
+                                 "conv_scale"])
+def test_exact_rationals_hold_both_exact_bounds(row):
+    """Exact rational arithmetic as the oracle (graphs without BatchNorm, whose square root
+    has no rational value): the two graphs' exact outputs at points of a box differ by no
+    more than the report's `exact_bound` at those points, nor than the region's bound."""
+    (spec,) = [r for r in ROWS if r.name == row]
+    ir = ncet.convert(seeded(spec.build, 0), spec.shape)
+    lo = -torch.ones(spec.shape, dtype=torch.float64)
+    hi = torch.ones(spec.shape, dtype=torch.float64)
+    x = _points(lo, hi, count=4, seed=1).float()
+    simplified, report = simplify(ir, [spec.pass_name], inputs=[x])
+    assert report.ok and report.applied
+    region = simplification_bound(ir, simplified, (lo, hi))
+    for sample in x:
+        point = [Fraction(float(v)) for v in sample.reshape(-1).double()]
+        gap = [abs(a - b) for a, b in zip(rational_at(simplified, point), rational_at(ir, point))]
+        assert all(g <= Fraction(float(b)) for g, b in zip(gap, report.exact_bound)), row
+        assert all(g <= Fraction(float(b)) for g, b in zip(gap, region)), row

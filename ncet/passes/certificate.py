@@ -57,9 +57,11 @@ class Agreement:
     unchecked: bool = False
     worst: tuple[float, float] = (0.0, 0.0)  # (difference, bound) at the largest ratio
     per_element: torch.Tensor | None = field(default=None, repr=False)
+    exact_per_element: torch.Tensor | None = field(default=None, repr=False)
 
-    def update(self, t_s, t_o, r_s, r_o, tol, tol_r) -> None:
-        """One chunk: PyTorch's values (t) held to `tol`, the references (r) to `tol_r`."""
+    def update(self, t_s, t_o, r_s, r_o, tol, tol_r, radii) -> None:
+        """One chunk: PyTorch's values (t) held to `tol`, the references (r) to `tol_r`;
+        `radii` = R_s + R_o, so that |r_s - r_o| + radii bounds the exact difference."""
         tol, tol_r = tol.expand_as(r_s), tol_r.expand_as(r_s)
         if not bool(torch.isfinite(tol).all()):
             self.unchecked = True
@@ -78,9 +80,13 @@ class Agreement:
                 self.ratio = max(self.ratio, float(ratio.max()))
                 self.violated |= bool((gap > limit).any()) or bool(torch.isnan(gap).any())
         if self.output is not None:
-            worst = tol.reshape(tol.shape[0], -1).max(0).values
+            count = tol.shape[0]
+            worst = tol.reshape(count, -1).max(0).values
             self.per_element = worst if self.per_element is None else torch.maximum(
                 self.per_element, worst)
+            exact = (gap_r + radii.expand_as(gap_r)).reshape(count, -1).max(0).values * SAFETY
+            self.exact_per_element = exact if self.exact_per_element is None else \
+                torch.maximum(self.exact_per_element, exact)
 
 
 def computed_radii(ir: GraphIR) -> dict[str, torch.Tensor]:
@@ -204,7 +210,8 @@ def compare_graphs(original: GraphIR, simplified: GraphIR, inputs: list[torch.Te
         def visit(node, t, r, e, d, er, mine=mine):
             if node.name in nodes:
                 t_o, r_o, e_o, _, er_o = mine[node.name]
-                nodes[node.name].update(t, t_o, r, r_o, _plus(e + e_o, d), _plus(er + er_o, d))
+                nodes[node.name].update(t, t_o, r, r_o, _plus(e + e_o, d), _plus(er + er_o, d),
+                                        er + er_o)
 
         theirs = walk(simplified, chunk, arithmetic, set(simplified.outputs), visit)
         for agreement, name_o in zip(outputs, original.outputs):
@@ -213,5 +220,6 @@ def compare_graphs(original: GraphIR, simplified: GraphIR, inputs: list[torch.Te
             if t_s.shape != t_o.shape:
                 agreement.violated = True
                 continue
-            agreement.update(t_s, t_o, r_s, r_o, _plus(e_s + e_o, d_s), _plus(er_s + er_o, d_s))
+            agreement.update(t_s, t_o, r_s, r_o, _plus(e_s + e_o, d_s), _plus(er_s + er_o, d_s),
+                             er_s + er_o)
     return list(nodes.values()), outputs

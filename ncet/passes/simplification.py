@@ -63,6 +63,13 @@ def _ops(ir: GraphIR) -> int:
     return sum(n.op_type not in ("Input", "Output") for n in ir.nodes)
 
 
+def _per_output(outputs, key: str) -> torch.Tensor:
+    """One of the outputs' per-element maxima, concatenated (inf for an output never held)."""
+    parts = [getattr(o, key) if getattr(o, key) is not None
+             else torch.full((1,), float("inf"), dtype=torch.float64) for o in outputs]
+    return torch.cat(parts) if parts else torch.zeros(0, dtype=torch.float64)
+
+
 def _blame(simplified: GraphIR, name: str, produced: dict) -> tuple[str, ...]:
     """The passes that made `name`, or those of its nearest ancestors that a pass made."""
     frontier, seen = [name], set()
@@ -142,9 +149,8 @@ def simplify(ir: GraphIR, passes: Sequence[str | Pass] | None = None, *,
         notes.append(arithmetic.describe())
     nodes, outputs = compare_graphs(ir, simplified, inputs, arithmetic)
     agreements = (*nodes, *outputs)
-    bound = torch.cat([o.per_element if o.per_element is not None
-                       else torch.full((1,), float("inf"), dtype=torch.float64)
-                       for o in outputs]) if outputs else torch.zeros(0, dtype=torch.float64)
+    bound, exact_bound = (_per_output(outputs, key) for key in ("per_element",
+                                                                  "exact_per_element"))
     violation = None
     order = {n.name: i for i, n in enumerate(simplified.nodes)}
     bad = sorted((a for a in agreements if a.violated),
@@ -161,5 +167,5 @@ def simplify(ir: GraphIR, passes: Sequence[str | Pass] | None = None, *,
     report = SimplificationReport(tuple(changes), _ops(ir), _ops(simplified), bound, ok,
                                   agreements, violation,
                                   {k: tuple(v) for k, v in produced.items()}, text,
-                                  tuple(notes))
+                                  tuple(notes), exact_bound)
     return simplified, report
