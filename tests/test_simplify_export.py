@@ -58,3 +58,16 @@ def test_an_uncertified_simplification_is_not_written(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="not certified.*fold_batchnorm"):
         ncet.to_onnx(ir, tmp_path / "net.onnx", simplify=True)
     assert not (tmp_path / "net.onnx").exists()
+
+
+def test_the_benchmark_runs_on_one_corpus_network():
+    from benchmarks import simplify as bench
+    from tests.corpus import corpus_root
+
+    corpus_root()
+    (row,) = bench.main(["--networks", "test/test_tiny", "--rounds", "1", "--samples", "4"])
+    assert row["certified"] and row["nodes_after"] <= row["nodes_before"]
+    assert row["samples"] in ("box", "generated")
+    assert set(row["lint_before"]) == set(row["lint_after"]) == {
+        "abcrown", "marabou", "nnv", "eran"}
+    assert "| test/test_tiny.onnx |" in bench.markdown([row])

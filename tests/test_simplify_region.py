@@ -109,3 +109,24 @@ def test_exact_rationals_hold_both_exact_bounds(row):
         gap = [abs(a - b) for a, b in zip(rational_at(simplified, point), rational_at(ir, point))]
         assert all(g <= Fraction(float(b)) for g, b in zip(gap, report.exact_bound)), row
         assert all(g <= Fraction(float(b)) for g, b in zip(gap, region)), row
+
+
+def test_a_margin_of_the_simplified_network_is_widened_to_speak_about_the_original():
+    from ncet.passes import widen_margin
+    from ncet.regions import Margin
+
+    ir = ncet.convert(_small_variance_batchnorm_net(), (4, 4, 4))
+    simplified, report = simplify(ir, samples_per_scale=1)
+    lo, hi = -torch.ones(4, 4, 4, dtype=torch.float64), torch.ones(4, 4, 4, dtype=torch.float64)
+    bound = simplification_bound(ir, simplified, (lo, hi))
+    margin = Margin(eps=torch.full((3,), 1e-6, dtype=torch.float64),  # built by hand
+                    lower=torch.full((3,), -2.0, dtype=torch.float64),
+                    upper=torch.full((3,), 3.0, dtype=torch.float64))
+    wide = widen_margin(margin, ir, simplified, (lo, hi))
+    assert bool((wide.eps >= margin.eps + bound).all())
+    assert bool((wide.lower <= margin.lower - bound).all())
+    assert bool((wide.upper >= margin.upper + bound).all())
+    assert torch.equal(wide.contributions["<simplification>"], bound)
+    with pytest.raises(ValueError, match="outputs"):
+        widen_margin(Margin(eps=torch.zeros(2), lower=torch.zeros(2), upper=torch.zeros(2)),
+                     ir, simplified, (lo, hi))

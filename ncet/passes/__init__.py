@@ -5,9 +5,10 @@ the original computes (docs/simplification.md)."""
 
 from .pass_table import PASSES
 from .records import Change, ComputedConstant, Pass
-from .region_bound import simplification_bound
+from .region_bound import simplification_bound, widen_margin
 from .report import SimplificationReport, Violation
 from .simplification import simplify
 
 __all__ = ["PASSES", "Change", "ComputedConstant", "Pass", "SimplificationReport",
-           "Violation", "simplify", "simplification_bound"]
+           "Violation", "simplify", "simplification_bound",
+           "widen_margin"]

@@ -8,6 +8,7 @@ original within this bound; `float_margin` of the simplified network plus this b
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import torch
@@ -110,3 +111,38 @@ def simplification_bound(original: GraphIR, simplified: GraphIR, region) -> torc
         worst = torch.maximum(worst, torch.cat(flat))
     return worst
 
+
+
+SIMPLIFICATION_KEY = "<simplification>"
+"""The key of a widened margin's `contributions` that holds the simplification's bound."""
+
+
+def _up(t: torch.Tensor) -> torch.Tensor:
+    return torch.nextafter(t, torch.full_like(t, math.inf))
+
+
+def widen_margin(margin, original: GraphIR, simplified: GraphIR, region):
+    """A float margin of the simplified network (`float_margin(simplified, region)`) made to
+    speak about the original: eps grows by `simplification_bound(original, simplified,
+    region)`, so |simplified float(x) - [[original]](x)| <= eps for every x of the region,
+    and the exact output's range [lower, upper] widens by the same (the simplified graph's
+    exact range holds the original's within it). The bound is `contributions`'
+    "<simplification>" entry.
+
+    Args:
+        margin: The `ncet.Margin` of the simplified graph over `region`.
+        original, simplified, region: As for `simplification_bound`.
+
+    Returns:
+        A new Margin.
+
+    Raises:
+        ValueError: The margin has another number of outputs than the graphs.
+    """
+    bound = simplification_bound(original, simplified, region)
+    if margin.eps.shape != bound.shape:
+        raise ValueError(f"the margin has {margin.eps.numel()} outputs, the graphs "
+                         f"{bound.numel()}")
+    return replace(margin, eps=_up(margin.eps + bound), lower=-_up(-(margin.lower - bound)),
+                   upper=_up(margin.upper + bound),
+                   contributions={**margin.contributions, SIMPLIFICATION_KEY: bound})
