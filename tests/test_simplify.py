@@ -288,3 +288,12 @@ def test_a_fault_seeded_in_a_fold_is_found_and_names_its_pass(fault, monkeypatch
     assert report.violation is not None and pass_name in report.violation.passes
     assert str(report).startswith("VIOLATION at ") and pass_name in report.verdict()
     assert report.violation.difference > report.violation.bound
+
+
+def test_nothing_to_simplify_leaves_the_graph_and_an_exact_bound_of_zero():
+    model = seeded(_sequential(nn.Linear(3, 4), nn.ReLU(), nn.Linear(4, 2), nn.ReLU()), 0)
+    ir = ncet.convert(model, (3,))
+    simplified, report = simplify(ir)
+    assert simplified is ir and not report.changes and report.ok
+    assert torch.equal(report.exact_bound, torch.zeros(2, dtype=torch.float64))
+    assert bool((report.bound > 0).all())  # two runs of float arithmetic, bounded apart

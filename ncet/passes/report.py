@@ -54,8 +54,9 @@ class SimplificationReport:
         exact_bound: float64 (m,), per output element: the largest certified bound on
             |[[simplified]](x) - [[original]](x)|, the two graphs' exact real values, over
             the samples (|r_s - r_o| + R_s + R_o from the float64 references and their own
-            radii; it assumes nothing about the passes). Much smaller than `bound` on deep
-            networks, whose end-to-end float32 radii grow with depth.
+            radii; it assumes nothing about the passes; 0 when nothing changed). Much
+            smaller than `bound` on deep networks, whose end-to-end float32 radii grow with
+            depth.
     """
 
     changes: tuple[Change, ...]

@@ -151,6 +151,8 @@ def simplify(ir: GraphIR, passes: Sequence[str | Pass] | None = None, *,
     agreements = (*nodes, *outputs)
     bound, exact_bound = (_per_output(outputs, key) for key in ("per_element",
                                                                   "exact_per_element"))
+    if simplified is ir:  # nothing changed: the simplified graph is the original
+        exact_bound = torch.zeros_like(exact_bound)
     violation = None
     order = {n.name: i for i, n in enumerate(simplified.nodes)}
     bad = sorted((a for a in agreements if a.violated),
