@@ -297,3 +297,57 @@ def test_nothing_to_simplify_leaves_the_graph_and_an_exact_bound_of_zero():
     assert simplified is ir and not report.changes and report.ok
     assert torch.equal(report.exact_bound, torch.zeros(2, dtype=torch.float64))
     assert bool((report.bound > 0).all())  # two runs of float arithmetic, bounded apart
+
+
+def test_a_batchnorm_across_the_linears_rows_is_refused():
+    """Linear on a (3, 5) input acts on the last axis; BatchNorm1d(3) normalises axis 0."""
+    model = seeded(_sequential(nn.Linear(5, 4), nn.BatchNorm1d(3)), 0)
+    ir = ncet.convert(model, (3, 5))
+    simplified, report = simplify(ir, ["fold_batchnorm"])
+    assert report.ok and not report.applied
+    assert "output channels" in report.refusals[0].note
+
+
+class TwoHeads(nn.Module):
+    """Two inputs, two outputs, a BatchNorm and a Linear chain on each."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(4, 6), nn.BatchNorm1d(6), nn.ReLU(), nn.Linear(6, 2))
+        self.b = nn.Sequential(nn.Linear(3, 5), nn.Linear(5, 2))
+
+    def forward(self, x, y):
+        return self.a(x), self.b(y) * 2.0
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_two_inputs_two_outputs_and_float64(dtype):
+    model = seeded(TwoHeads, 0).to(dtype)
+    ir = ncet.convert(model, (4,), (3,), dtype=dtype)
+    simplified, report = simplify(ir)
+    assert report.ok, str(report)
+    assert {c.pass_name for c in report.applied} == {"fold_batchnorm", "merge_affine_layers"}
+    assert report.bound.shape == (4,) and report.exact_bound.shape == (4,)
+    x = torch.randn(5, 4, dtype=dtype)
+    y = torch.randn(5, 3, dtype=dtype)
+    _, here = simplify(ir, inputs=[x, y])
+    with torch.no_grad():
+        eager = torch.cat([t.reshape(5, -1) for t in model(x, y)], dim=1).double()
+    ours = torch.cat([t.reshape(5, -1) for t in ncet.evaluate(simplified, x, y, dtype=dtype)],
+                     dim=1).double()
+    assert here.ok and bool(((eager - ours).abs() <= here.bound).all())
+    computed = [c for change in report.applied for c in change.constants]
+    assert all(c.dtype == str(dtype).removeprefix("torch.") for c in computed)
+    kept = [c for c in computed if c.name in simplified.constants]  # a later pass may fold one
+    assert kept and all(simplified.constants[c.name].dtype == dtype for c in kept)
+
+
+def test_the_report_is_json():
+    import json
+
+    ir = ncet.convert(_small_variance_batchnorm_net(), (4, 4, 4))
+    _, report = simplify(ir, samples_per_scale=1)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert data["ok"] and data["verdict"].startswith("CERTIFIED")
+    assert [c["pass"] for c in data["changes"]] == [c.pass_name for c in report.changes]
+    assert len(data["bound"]) == len(data["exact_bound"]) == 3

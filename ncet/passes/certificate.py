@@ -8,7 +8,10 @@ where E is each graph's end-to-end radius of docs/exactness.md §4.2 (|t - G| <=
 PyTorch's value t and the exact real value G of that graph) and D_s bounds how far the
 simplified graph's exact value moves because its computed constants are rounded
 (|G_s - G_s*| <= D_s, G_s* the same graph with the exact folded constants, which is the
-original's exact function when the passes are right). A pass that computes a wrong
+original's exact function when the passes are right). The float64 references are held
+the same way with each graph's own reference radius R (`enclose`'s: |r - G| <= R) in place
+of E, the sharper test of a fold; and |r_s - r_o| + R_s + R_o bounds the difference of the
+two exact values at the outputs whatever the passes did. A pass that computes a wrong
 constant (an eps dropped, a channel axis crossed, a sign flipped, a bias counted twice)
 shows as a difference beyond the bound at the first node its change reaches."""
 
