@@ -351,3 +351,14 @@ def test_the_report_is_json():
     assert data["ok"] and data["verdict"].startswith("CERTIFIED")
     assert [c["pass"] for c in data["changes"]] == [c.pass_name for c in report.changes]
     assert len(data["bound"]) == len(data["exact_bound"]) == 3
+
+
+def test_the_zero_padding_refusal_is_needed(monkeypatch):
+    """Without the refusal, a mean folded into a zero-padded Conv2d is found: the border
+    outputs differ from the original's beyond the bound."""
+    model = seeded(lambda: Normalised(nn.Conv2d(3, 4, 3, padding=1), 3), 0)
+    ir = ncet.convert(model, (3, 6, 6))
+    monkeypatch.setattr("ncet.passes.layer_folds.pads_with_zeros", lambda layer: False)
+    _, report = simplify(ir, ["fold_input_normalisation"])
+    assert [c.pass_name for c in report.applied] == ["fold_input_normalisation"]
+    assert not report.ok and report.violation.passes == ("fold_input_normalisation",)

@@ -26,6 +26,11 @@ def _group_index(weight: torch.Tensor, groups: int) -> torch.Tensor:
     return group[:, None] * per_group + torch.arange(per_group)[None, :]
 
 
+def pads_with_zeros(layer: IRNode) -> bool:
+    """The Conv2d reads zeros outside its input (padding_mode "zeros", some padding)."""
+    return layer.attrs["padding_mode"] == "zeros" and any(layer.attrs["padding"])
+
+
 def absorb_input(layer: IRNode, form: Form, consts, input_shape: tuple[int, ...]
                  ) -> Folded | str:
     """The layer's weight and bias when it reads `a * x + b` instead of x, or why not."""
@@ -44,7 +49,7 @@ def absorb_input(layer: IRNode, form: Form, consts, input_shape: tuple[int, ...]
         if vectors is None:
             return "the normalisation is not one scale and shift per input channel"
         at = layer.attrs
-        if has_shift(form) and at["padding_mode"] == "zeros" and any(at["padding"]):
+        if has_shift(form) and pads_with_zeros(layer):
             return (f"the Conv2d pads with zeros (padding {list(at['padding'])}): after the "
                     "fold its border would read 0 where the original reads the shifted "
                     "value, so folding the shift is not exact (only padding 0 or a "
