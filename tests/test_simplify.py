@@ -362,3 +362,19 @@ def test_the_zero_padding_refusal_is_needed(monkeypatch):
     _, report = simplify(ir, ["fold_input_normalisation"])
     assert [c.pass_name for c in report.applied] == ["fold_input_normalisation"]
     assert not report.ok and report.violation.passes == ("fold_input_normalisation",)
+
+
+def test_a_fold_without_a_bounded_constant_is_refused_not_raised():
+    """A hand-made BatchNorm with var + eps = 0 (convert rejects it; a GraphIR built by hand
+    can hold it): the scale has no bound, so the fold is refused with the reason."""
+    from dataclasses import replace
+
+    ir = ncet.convert(seeded(_sequential(nn.Linear(3, 4), nn.BatchNorm1d(4)), 0), (3,))
+    bn = ir.node(ir.outputs[0])
+    nodes = [replace(n, attrs={**n.attrs, "eps": 0.0}) if n is bn else n for n in ir.nodes]
+    constants = dict(ir.constants)
+    constants[bn.attrs["var"]] = torch.zeros(4)
+    _, report = simplify(ncet.GraphIR(tuple(nodes), constants), ["fold_batchnorm"],
+                         samples_per_scale=1)
+    (refusal,) = report.refusals
+    assert refusal.pass_name == "fold_batchnorm" and "no certified bound" in refusal.note

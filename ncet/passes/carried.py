@@ -106,7 +106,8 @@ class Carried:
         if not bool((margin > 0).all()):
             raise ArithmeticError("a divisor within its own error of zero")
         value = self.value / other.value
-        quotient = value.abs() * (1 + 4 * U64)  # |a / b| of the stored a and b, rounded up
+        # |a / b| of the stored a and b, rounded up (also where the quotient underflows)
+        quotient = value.abs() * (1 + 4 * U64) + UNDERFLOW64
         return self._new(value, (self.error + quotient * other.error) / margin,
                          exact=_exact_zero(self))
 

@@ -19,9 +19,11 @@ ELEMENTWISE = ("ElementwiseAffine", "BatchNorm")
 Attempt = Callable[[GraphIR, IRNode, dict], "tuple[GraphIR, Change] | Change | None"]
 
 
-def apply_everywhere(ir: GraphIR, attempt: Attempt) -> tuple[GraphIR, list[Change]]:
+def apply_everywhere(ir: GraphIR, attempt: Attempt, pass_name: str
+                     ) -> tuple[GraphIR, list[Change]]:
     """Try `attempt` at every node in order; after a rewrite start again on the new graph.
-    A node where it refused (a Change with `refused`) is not tried again."""
+    A node where it refused (a Change with `refused`, or an ArithmeticError: a division by
+    a value within its error of zero) is not tried again."""
     changes: list[Change] = []
     refused: set[str] = set()
     while True:
@@ -29,7 +31,11 @@ def apply_everywhere(ir: GraphIR, attempt: Attempt) -> tuple[GraphIR, list[Chang
         for node in ir.nodes:
             if node.name in refused:
                 continue
-            result = attempt(ir, node, used)
+            try:
+                result = attempt(ir, node, used)
+            except ArithmeticError as error:  # a constant without a bounded fold
+                result = Change(pass_name, (node.name,), (), note=f"a computed constant has "
+                                f"no certified bound ({error})", refused=True)
             if result is None:
                 continue
             if isinstance(result, Change):
@@ -247,16 +253,16 @@ def _merge_affine_layers(ir: GraphIR, node: IRNode, used):
 
 def fold_batchnorm(ir: GraphIR) -> tuple[GraphIR, list[Change]]:
     """Every BatchNorm whose input is a Conv2d or Linear read by it alone, folded in."""
-    return apply_everywhere(ir, _fold_batchnorm)
+    return apply_everywhere(ir, _fold_batchnorm, "fold_batchnorm")
 
 
 def fold_input_normalisation(ir: GraphIR) -> tuple[GraphIR, list[Change]]:
     """Every elementwise affine chain (ElementwiseAffine, BatchNorm, with moves between)
     from an input to a Linear or Conv2d, folded into that layer."""
-    return apply_everywhere(ir, _fold_input_normalisation)
+    return apply_everywhere(ir, _fold_input_normalisation, "fold_input_normalisation")
 
 
 def merge_affine_layers(ir: GraphIR) -> tuple[GraphIR, list[Change]]:
     """Linear then Linear merged; a Linear or Conv2d then a per-channel scale or shift
     (ElementwiseAffine) merged."""
-    return apply_everywhere(ir, _merge_affine_layers)
+    return apply_everywhere(ir, _merge_affine_layers, "merge_affine_layers")

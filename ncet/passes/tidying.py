@@ -151,15 +151,15 @@ def _merge_pair(ir: GraphIR, second: IRNode, used):
 def remove_identities(ir: GraphIR) -> tuple[GraphIR, list[Change]]:
     """Every Identity, and every Reshape, Flatten, Permute or Transpose that changes
     nothing, removed: its readers read its input."""
-    return apply_everywhere(ir, _remove_identity)
+    return apply_everywhere(ir, _remove_identity, "remove_identities")
 
 
 def collapse_reshapes(ir: GraphIR) -> tuple[GraphIR, list[Change]]:
     """Every Reshape or Flatten read only by another collapsed into one Reshape."""
-    return apply_everywhere(ir, _collapse_reshape)
+    return apply_everywhere(ir, _collapse_reshape, "collapse_reshapes")
 
 
 def merge_elementwise(ir: GraphIR) -> tuple[GraphIR, list[Change]]:
     """Every ElementwiseAffine by a constant read only by another of the same family
     (shifts: x + c, x - c; scales: x * c, x / c) merged into one."""
-    return apply_everywhere(ir, _merge_pair)
+    return apply_everywhere(ir, _merge_pair, "merge_elementwise")
