@@ -324,7 +324,11 @@ class TwoHeads(nn.Module):
 def test_two_inputs_two_outputs_and_float64(dtype):
     model = seeded(TwoHeads, 0).to(dtype)
     ir = ncet.convert(model, (4,), (3,), dtype=dtype)
+    before = {k: v.clone() for k, v in ir.constants.items()}
+    nodes = list(ir.nodes)
     simplified, report = simplify(ir)
+    assert list(ir.nodes) == nodes and ir.constants.keys() == before.keys()
+    assert all(torch.equal(ir.constants[k], v) for k, v in before.items())  # not mutated
     assert report.ok, str(report)
     assert {c.pass_name for c in report.applied} == {"fold_batchnorm", "merge_affine_layers"}
     assert report.bound.shape == (4,) and report.exact_bound.shape == (4,)
