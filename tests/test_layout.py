@@ -20,11 +20,12 @@ PUBLIC_API = {
     "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
     "check_onnx", "lint_onnx", "compare", "Comparison", "from_onnx", "diagnose_onnx",
     "ONNXImportError", "read_vnnlib", "write_vnnlib", "Property", "VNNLIBError",
-    "adjudicate", "Adjudication", "WitnessError", "read_witness", "simplify",
+    "adjudicate", "Adjudication", "WitnessError", "read_witness", "float_margin", "Margin",
+    "simplify",
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",
-               "ncet.properties", "ncet.passes")
+               "ncet.properties", "ncet.regions", "ncet.passes")
 
 
 def test_the_public_api_is_designs():
