@@ -130,3 +130,34 @@ def test_a_margin_of_the_simplified_network_is_widened_to_speak_about_the_origin
     with pytest.raises(ValueError, match="outputs"):
         widen_margin(Margin(eps=torch.zeros(2), lower=torch.zeros(2), upper=torch.zeros(2)),
                      ir, simplified, (lo, hi))
+
+
+@pytest.mark.parametrize("case", ["acasxu", "batchnorm"])
+def test_the_widened_float_margin_of_the_simplified_network_speaks_about_the_original(case):
+    """float_margin of the simplified graph, widened by the simplification's bound: at the
+    box's corners and points inside it, the simplified network in float32 is within eps of
+    the original's exact value (its certified float64 enclosure)."""
+    from ncet.passes import widen_margin
+
+    if case == "acasxu":
+        network = "acasxu/onnx/ACASXU_run2a_1_1_batch_2000.onnx"
+        ir = ncet.from_onnx(corpus_root() / network)
+        prop = ncet.read_vnnlib(corpus_root() / first_property(network))
+        lo, hi = (torch.as_tensor(b, dtype=torch.float64).reshape(ir.inputs[0].shape)
+                  for b in prop.input_boxes_as()[0])
+    else:
+        ir = ncet.convert(_small_variance_batchnorm_net(), (4, 4, 4))
+        lo = -torch.ones(4, 4, 4, dtype=torch.float64)
+        hi = torch.ones(4, 4, 4, dtype=torch.float64)
+    simplified, report = simplify(ir, samples_per_scale=2)
+    assert report.ok and report.applied
+    margin = ncet.float_margin(simplified, (lo, hi))
+    wide = widen_margin(margin, ir, simplified, (lo, hi))
+    x = _points(lo, hi, count=32).float()  # float32 points of the box
+    inside = ((x.double() >= lo) & (x.double() <= hi)).reshape(32, -1).all(1)
+    x = x[inside]
+    ours = ncet.evaluate(simplified, x, dtype=torch.float32).reshape(x.shape[0], -1).double()
+    (value, radius), = [enclose(ir, x)[o] for o in ir.outputs]
+    gap = (ours - value.reshape(x.shape[0], -1)).abs() - radius.reshape(x.shape[0], -1)
+    assert bool((gap <= wide.eps).all())
+    assert bool((wide.eps >= margin.eps).all())
