@@ -75,3 +75,20 @@ def test_every_corpus_network_that_imports_simplifies_and_certifies(network):
     assert simplification.nodes_after <= simplification.nodes_before
     assert simplification.bound.shape == (sum(
         torch.Size(report.graph.node(o).shape).numel() for o in report.graph.outputs),)
+
+
+def test_an_eps_dropped_from_the_fold_is_found_on_every_zoo_batchnorm_network(monkeypatch):
+    """At the zoo's running variances (0.5 to 2), eps = 1e-5 moves the folded scale by a few
+    parts in 10^6: the certificate's float64 check still finds the fault on every one."""
+    from tests.test_simplify import _no_eps
+
+    monkeypatch.setattr("ncet.passes.affine_forms.batchnorm_scale", _no_eps)
+    folded = 0
+    for entry in CONVERTING:
+        ir = ncet.convert(entry.factory(), *entry.shapes, rewrite=True)
+        _, report = simplify(ir, samples_per_scale=2)
+        if "fold_batchnorm" not in {c.pass_name for c in report.applied}:
+            continue
+        folded += 1
+        assert not report.ok and "fold_batchnorm" in report.violation.passes, entry.name
+    assert folded >= 11
