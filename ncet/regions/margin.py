@@ -59,6 +59,9 @@ BATCH = 16
 ONE_THREAD_BELOW = 4096
 """Networks whose widest node has at most this many elements are bounded on one thread."""
 
+SIMPLIFICATION = "<simplification>"
+"""The key of the simplification's bound in the contributions (`simplified=`)."""
+
 _F64 = torch.float64
 
 
@@ -256,7 +259,8 @@ def _bound_box(net: _Network, box, pieces: int, input_rounding: bool) -> list[_P
 
 
 def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
-                 splits: int | None = None, max_rows: int = MAX_ROWS) -> Margin:
+                 splits: int | None = None, max_rows: int = MAX_ROWS,
+                 simplified: GraphIR | None = None) -> Margin:
     """A certified bound eps with |f_float(x) - [[G]](x)| <= eps for every x in `region`,
     per output element, under the certificate's arithmetic model (docs/margins.md).
 
@@ -269,6 +273,11 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
         splits: How many pieces each box may be split into (None: `AUTO_PIECES` for inputs
             of at most `SPLIT_DIMENSIONS` elements, else 1).
         max_rows: The widest node bounded by backward passes (`MAX_ROWS`).
+        simplified: `ncet.simplify(network)`'s graph, when a verifier judges that one:
+            eps then bounds |f_float(x) - [[simplified]](x)|, the deployed network against
+            the simplified one's exact value (this margin plus the simplification's bound
+            over the region, `SIMPLIFICATION`), so that a verdict on the simplified file
+            speaks about `network` as deployed; the range holds both exact outputs.
 
     Returns:
         A `Margin`: `.eps` (float64, one value per output element, VNN-LIB numbering), the
@@ -311,12 +320,20 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
     for p in pieces:
         for k, (n, total) in p.unstable.items():
             unstable[k] = (max(n, unstable.get(k, (0, 0))[0]), total)
-    return Margin(eps=eps.max(0).values, lower=torch.stack([p.lower for p in pieces]).min(0)
-                  .values, upper=torch.stack([p.upper for p in pieces]).max(0).values,
-                  contributions=shares, unstable=unstable, boxes=len(boxes),
-                  pieces=len(pieces), dtype=network.node(network.outputs[0]).dtype,
-                  input_rounding=input_rounding, arithmetic=net.arithmetic.describe(),
-                  seconds=time.perf_counter() - start)
+    eps = eps.max(0).values
+    lower = torch.stack([p.lower for p in pieces]).min(0).values
+    upper = torch.stack([p.upper for p in pieces]).max(0).values
+    if simplified is not None:
+        from ..passes.region_bound import simplification_bound
+        bound = simplification_bound(network, simplified, region)
+        eps, lower, upper = eps + bound, lower - bound, upper + bound
+        eps, upper, lower = eps * SAFETY, upper + upper.abs() * 2 ** -52, \
+            lower - lower.abs() * 2 ** -52
+        shares[SIMPLIFICATION] = bound
+    return Margin(eps=eps, lower=lower, upper=upper, contributions=shares, unstable=unstable,
+                  boxes=len(boxes), pieces=len(pieces),
+                  dtype=network.node(network.outputs[0]).dtype, input_rounding=input_rounding,
+                  arithmetic=net.arithmetic.describe(), seconds=time.perf_counter() - start)
 
 
-__all__ = ["INPUT_ROUNDING", "float_margin", "region_boxes"]
+__all__ = ["INPUT_ROUNDING", "SIMPLIFICATION", "float_margin", "region_boxes"]
