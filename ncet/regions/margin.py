@@ -270,8 +270,9 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
             pair of tensors or arrays (one sample's shape, or flattened), or a list of pairs.
         input_rounding: Also cover the input's rounding to the network's dtype (a region
             written in decimals, a deployed input in float32).
-        splits: How many pieces each box may be split into (None: `AUTO_PIECES` for inputs
-            of at most `SPLIT_DIMENSIONS` elements, else 1).
+        splits: How many pieces each box may be split into (None: `AUTO_PIECES` shared by
+            the boxes, for inputs of at most `SPLIT_DIMENSIONS` elements on networks whose
+            widest node has at most `ONE_THREAD_BELOW` elements; else 1).
         max_rows: The widest node bounded by backward passes (`MAX_ROWS`).
         simplified: `ncet.simplify(network)`'s graph, when a verifier judges that one:
             eps then bounds |f_float(x) - [[simplified]](x)|, the deployed network against
@@ -299,9 +300,9 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
     net = _Network(network, max_rows)
     boxes = region_boxes(network, region)
     small = max(math.prod(s) for s in net.shapes.values()) <= ONE_THREAD_BELOW
-    if splits is None:
-        splits = AUTO_PIECES if small and math.prod(net.shapes[net.input.name]) \
-            <= SPLIT_DIMENSIONS else 1
+    if splits is None:  # AUTO_PIECES shared by the boxes
+        splits = max(1, AUTO_PIECES // len(boxes)) if small and math.prod(
+            net.shapes[net.input.name]) <= SPLIT_DIMENSIONS else 1
     if splits < 1:
         raise ValueError(f"splits must be at least 1; got {splits}")
     threads = torch.get_num_threads()
