@@ -217,6 +217,11 @@ def test_a_wrong_fold_is_refused_naming_the_pass(models, capsys, monkeypatch):
     assert status == 1 and out == "" and not path.exists()
     (line,) = err.splitlines()
     assert "not certified" in line and "VIOLATION" in line and "fold_batchnorm" in line
+    status, out, _ = call(capsys, "export", "simplify_models.py:tiny_variances",
+                          "--input-shape", "3,6,6", "-o", str(path), "--simplify", "--json")
+    violation = json.loads(out)["simplification"]["violation"]
+    assert status == 1 and violation["passes"] == ["fold_batchnorm"] and not path.exists()
+    assert violation["difference"] > violation["bound"]
 
 
 # --- ncet import FILE --export OUT --simplify -----------------------------------------------

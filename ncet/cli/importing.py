@@ -41,7 +41,8 @@ DESCRIPTION = (
     "loads it. With --export, the GraphIR is written back as ONNX, linted and checked as "
     "`ncet export` does it. Exit status 0 when the file imports and is certified (or "
     "imports, with --no-check) and the export, if asked for, passes every lint and check; "
-    "1 when a node is refused, a certificate fails, a lint tool has findings, or the file "
+    "1 when a node is refused, a certificate fails (--simplify's too: nothing is then "
+    "exported), a lint tool has findings, or the file "
     "is not a readable ONNX model (one line on stderr); 2 for usage errors (no such file, "
     "an unknown profile or tool, onnx not installed).")
 

@@ -147,8 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
                       "would reject or silently mis-handle; with --check, certify the file in "
                       "onnxruntime against the GraphIR, node by node (ncet.check_onnx). Exit "
                       "status 0 when the file is written and passes every lint and check asked "
-                      "for; 1 when the model is rejected or the profile cannot express it "
-                      "exactly (nothing written), or when a lint tool has findings or the "
+                      "for; 1 when the model is rejected, the profile cannot express it "
+                      "exactly or --simplify's certificate does not hold (nothing written), "
+                      "or when a lint tool has findings or the "
                       "check fails (the file is still written); 2 for usage errors.")
     export.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="where to write the ONNX model, e.g. model.onnx")
