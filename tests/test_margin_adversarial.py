@@ -272,3 +272,18 @@ def test_an_infinite_rounding_bound_does_not_make_eps_nan():
     assert exact[0] == Fraction(1, 2) == Fraction(y16[0])
     assert _covered(abs(Fraction(y16[0]) - exact[0]), float(margin.eps[0])), margin.eps
     assert not torch.isnan(margin.eps).any(), margin.eps
+
+
+def test_a_partial_sum_that_overflows_leaves_no_bound():
+    """A dot product whose terms are each finite but whose partial sums may pass float32's
+    largest number ((x + x + x) - x - x - x, x = 1.5e38, in one order) gets eps = inf,
+    though its exact value is 0 and each input is finite."""
+    linear = nn.Linear(6, 1, bias=False)
+    with torch.no_grad():
+        linear.weight.copy_(torch.tensor([[1.0, 1.0, 1.0, -1.0, -1.0, -1.0]]))
+    ir = ncet.convert(nn.Sequential(linear).eval(), (6,))
+    x = torch.full((6,), 1.5e38, dtype=torch.float64)
+    ordered = torch.tensor([1.5e38, 1.5e38, 1.5e38], dtype=torch.float32).sum()
+    assert ordered == float("inf"), "three of the terms overflow float32 in that order"
+    margin = ncet.float_margin(ir, (x, x))
+    assert float(margin.eps[0]) == float("inf")

@@ -103,8 +103,11 @@ def rounding_bound(state: State, errors: Errors, node: IRNode,
         mags.append(torch.maximum(lo.abs(), hi.abs()))
     r = rounding(node, mags, state.abs_consts, errors.constants)
     operands = tuple(dtypes[i] for i in node.inputs)
-    return SAFETY * r.bound(node, dtype, arithmetic) + flush_term(
+    bound = SAFETY * r.bound(node, dtype, arithmetic) + flush_term(
         node, shapes, state.abs_consts, errors.constants, dtype, arithmetic, operands)
+    # a partial sum may reach the overflow threshold: outside the model, no bound
+    near = r.magnitude >= torch.finfo(dtype).max / 4
+    return torch.where(near, torch.inf, bound) if bool(near.any()) else bound
 
 
 def record_slopes(state: State, errors: Errors, node: IRNode) -> None:
