@@ -305,11 +305,15 @@ def default_pieces(net: _Network, boxes: int) -> int:
     """Pieces per box when `splits` is None: `AUTO_PIECES` shared by the boxes and within
     `AUTO_WORK` (the estimated cost of a piece, `_Network.work`), for boxes of at most
     `SPLIT_DIMENSIONS` inputs on networks whose widest node has at most `ONE_THREAD_BELOW`
-    elements; 1 otherwise."""
+    elements (a `BATCH`-th of that with a MaxPool2d, whose pieces are bounded one at a
+    time); 1 otherwise."""
     widest = max(math.prod(s) for s in net.shapes.values())
     if widest > ONE_THREAD_BELOW or math.prod(net.shapes[net.input.name]) > SPLIT_DIMENSIONS:
         return 1
-    return max(1, min(AUTO_PIECES, AUTO_WORK // net.work) // boxes)
+    pieces = min(AUTO_PIECES, AUTO_WORK // net.work)
+    if any(n.op_type == "MaxPool2d" for n in net.ir.nodes):  # bounded one at a time
+        pieces //= BATCH
+    return max(1, pieces // boxes)
 
 
 def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
