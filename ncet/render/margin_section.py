@@ -28,6 +28,18 @@ from .tables import Column, cell, escape, number, number_cells, records_html, te
 SHOWN = 20
 """The most outputs, rows and nodes the notebook display lists (the page lists them all)."""
 
+LEVEL_CSS = (".finding.ok { color: var(--ncet-ok); } .finding.warn, .finding.open "
+             "{ color: var(--ncet-warn); }")
+"""The colour of a finding by its level: ok (green), warn and open (amber)."""
+
+DISPLAY_CSS = (".ncet-margin h3 { font-size: 13.5px; margin: 14px 0 4px; } "
+               ".ncet-margin .finding { font-size: 13px; font-weight: 600; } "
+               ".ncet-margin p { margin: 4px 0; } "
+               ".ncet-margin .note, .ncet-margin figcaption { color: var(--ncet-muted); "
+               "font-size: 12px; } .ncet-margin figure { margin: 6px 0; }")
+"""The notebook display's headings, findings and notes, in the views' palette (the page has
+`REPORT_CSS`)."""
+
 
 def _mono(value) -> str:
     return text_cell(value, "mono")
@@ -236,7 +248,8 @@ def margin_page(margin, prop=None, network=None, *, title: str = "network",
         meta += f" &middot; made by <code>{escape(command)}</code>"
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
             "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
-            f"<title>NCET float margin: {escape(title)}</title>\n<style>{REPORT_CSS}</style>\n"
+            f"<title>NCET float margin: {escape(title)}</title>\n<style>{REPORT_CSS}{LEVEL_CSS}"
+            "</style>\n"
             f"</head>\n<body>\n<main>\n<h1>NCET float margin: <code>{escape(title)}</code>"
             f"</h1>\n<p class=\"meta\">{meta}</p>\n"
             f"<div class=\"verdict {level}\" id=\"verdict\">{escape(headline)}</div>\n"
@@ -249,7 +262,8 @@ def margin_repr_html(margin, prop=None, network=None, limit: int | None = SHOWN,
     headline, the tables to `limit` records, and (with `figure`) the figure."""
     level, headline = margin_headline(margin)
     plot = margin_plot(margin, network, fit=False) if figure else ""
-    return (f'<div class="ncet-static ncet-margin">{VIEW_STYLE}'
+    return (f'<div class="ncet-static ncet-margin">{VIEW_STYLE}<style>{DISPLAY_CSS} '
+            f'{LEVEL_CSS}</style>'
             f'<p class="finding {level}"><b>{escape(headline)}</b></p>'
             f'<p class="note">{escape(_rounding_note(margin))}.</p>'
             + plot + margin_tables(margin, prop, network, limit) + "</div>")
