@@ -198,3 +198,59 @@ def test_without_matplotlib_the_page_keeps_its_tables(monkeypatch):
     page = margin_page(_margin(contributions={"a": _t(0.125, 0.125)}))
     assert "<svg" not in page and "matplotlib is not installed" in page
     assert re.search(r"<td class=\"mono\">a</td>", page)
+
+
+# --- against float_margin and PyTorch's float32 outputs ---------------------------------------
+
+def _box_property(rows: list[str], inputs: int = 2) -> ncet.Property:
+    decl = "".join(f"(declare-const X_{i} Real)\n" for i in range(inputs))
+    box = "".join(f"(assert (>= X_{i} 0))\n(assert (<= X_{i} 1))\n" for i in range(inputs))
+    polytopes = " ".join(f"(and {r})" for r in rows)
+    return ncet.read_vnnlib(decl + "(declare-const Y_0 Real)\n" + box +
+                            f"(assert (or {polytopes}))\n")
+
+
+def _float32_outputs(net: nn.Module, inputs: int = 2, count: int = 4096) -> list[Fraction]:
+    x = torch.rand(count, inputs, generator=torch.Generator().manual_seed(0))
+    corners = torch.tensor([[a, b] for a in (0.0, 1.0) for b in (0.0, 1.0)])
+    with torch.no_grad():
+        y = net(torch.cat([x, corners]).float()).reshape(-1)
+    return [Fraction(v) for v in y.tolist()]  # float32 values, exactly
+
+
+def test_on_a_sum_the_report_decides_what_the_outputs_show():
+    net = nn.Linear(2, 1)
+    with torch.no_grad():  # y = x_0 + 2 x_1 over [0, 1]^2: exactly [0, 3]
+        net.weight.copy_(torch.tensor([[1.0, 2.0]]))
+        net.bias.zero_()
+    rows = ["(<= Y_0 -0.5)", "(>= Y_0 3.5)", "(<= Y_0 1.5)", "(<= Y_0 0)"]
+    prop = _box_property(rows)
+    margin = ncet.float_margin(ncet.convert(net, (2,)), prop)
+    verdicts = [r.verdict for r in row_margins(margin, prop)]
+    assert verdicts[:3] == ["float32", "float32", "open"]
+    assert verdicts[3] != "float32"  # y = 0 at the corner (0, 0): the row holds there
+    assert property_verdict(row_margins(margin, prop), prop)[0] == "open"
+    assert property_verdict(row_margins(margin, _box_property(rows[:2])),
+                            _box_property(rows[:2]))[0] == "ok"
+    ys = _float32_outputs(net)
+    assert any(y <= Fraction(3, 2) for y in ys) and any(y <= 0 for y in ys)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_no_float32_output_meets_a_row_the_report_excludes(seed):
+    torch.manual_seed(seed)
+    net = nn.Sequential(nn.Linear(2, 8), nn.ReLU(), nn.Linear(8, 1))
+    ys = _float32_outputs(net)
+    low, high = min(ys), max(ys)
+    steps = [Fraction(k, 8) for k in range(-12, 21)]  # thresholds around [low, high]
+    thresholds = [low + (high - low) * s for s in steps]
+    rows = [f"(<= Y_0 {float(t)!r})" for t in thresholds] + \
+        [f"(>= Y_0 {float(t)!r})" for t in thresholds]
+    prop = _box_property(rows)
+    margin = ncet.float_margin(ncet.convert(net, (2,)), prop)
+    decided = 0
+    for r, polytope in zip(row_margins(margin, prop), prop.cases[0].unsafe):
+        if r.verdict == "float32":
+            decided += 1
+            assert not any(polytope.contains([y]) for y in ys), r.text
+    assert decided >= 12  # rows an eighth of the range or more outside it are decided

@@ -92,3 +92,14 @@ def test_the_workbench_shows_a_margin_in_a_tab_after_the_adjudication():
         bench.add_margin("margin")
     built = Workbench(net, (2,), margin=margin)
     assert built.titles == (*TITLES, MARGIN_TITLE)
+
+
+def test_the_view_of_a_network_and_property_computes_the_margin():
+    from ncet.widgets import MarginView
+
+    ir = ncet.convert(_net(), (2,))
+    prop = ncet.read_vnnlib(PROPERTY)
+    view = MarginView.of(ir, prop, splits=1)
+    assert isinstance(view.margin, ncet.Margin) and view.margin.pieces == 1
+    assert view.property is prop and view.network is ir
+    assert view.to_html() == MarginView(view.margin, prop, ir).to_html()

@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import ipywidgets as W
 
+import ncet
 from ncet.render import margin_repr_html
 
 from .display import VIEW_CLASS, StaticFallback, style_widget
 
 LIMIT = 50
 """The most outputs, rows and nodes each table of the view lists."""
-
-FIELDS = ("eps", "lower", "upper", "contributions", "unstable", "num_outputs")
-"""What a Margin record has (`ncet.float_margin` returns one)."""
-
 
 def margin_view_html(margin, property=None, network=None, limit: int | None = LIMIT) -> str:
     """The static form: the headline, the figure (when matplotlib is installed) and the
@@ -39,10 +36,11 @@ class MarginView(StaticFallback, W.VBox):
 
     Example:
         >>> view = MarginView(ncet.float_margin(ir, prop), prop, ir)
+        >>> view = MarginView.of(ir, prop)  # the same
     """
 
     def __init__(self, margin, property=None, network=None, limit: int | None = LIMIT):
-        if not all(hasattr(margin, name) for name in FIELDS):
+        if not isinstance(margin, ncet.Margin):
             raise TypeError(f"MarginView shows a Margin (from ncet.float_margin), not "
                             f"{type(margin).__name__}")
         self.margin, self.property, self.network, self.limit = margin, property, network, limit
@@ -51,6 +49,16 @@ class MarginView(StaticFallback, W.VBox):
         super().__init__([style_widget(), self.html])
         self.add_class("ncet-margin-view")
         self.add_class(VIEW_CLASS)
+
+    @classmethod
+    def of(cls, network, property, *, limit: int | None = LIMIT, **options) -> MarginView:
+        """Compute the margin of `network` over `property`'s region (`ncet.float_margin`,
+        with `options`: input_rounding, splits) and show it.
+
+        Raises:
+            As `ncet.float_margin`.
+        """
+        return cls(ncet.float_margin(network, property, **options), property, network, limit)
 
     def to_html(self) -> str:
         """The static form (`margin_view_html`)."""
