@@ -126,7 +126,9 @@ def test_the_shares_are_sorted_and_add_up_with_op_types_from_the_network():
     shares = node_shares(margin, ir)
     assert [(s.node, s.op_type, s.fraction) for s in shares] == [
         (last, "Linear", 0.5), (INPUT_ROUNDING, "Input", 0.25), (linear, "Linear", 0.25)]
-    assert [(s.largest, s.at) for s in shares] == [(0.25, 0), (0.125, 0), (0.125, 0)]
+    # eps (1/2, 1/4): 'last' is 1/4 of 1/2 and 1/8 of 1/4, so half of each output's eps
+    assert [(s.largest, s.peak, s.at) for s in shares] == [
+        (0.25, 0.5, 0), (0.125, 0.25, 0), (0.125, 0.25, 0)]
     assert [s.op_type for s in node_shares(margin)] == ["", "Input", ""]  # no network
     text = margin_summary(margin, network=ir)
     assert f"largest share of eps: {last!r} (Linear), 50%" in text

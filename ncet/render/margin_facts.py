@@ -64,7 +64,9 @@ class NodeShare:
         total: The sum over outputs of its contribution.
         fraction: total / the sum over outputs of eps (the shares add up to about 1).
         largest: Its largest contribution to one output.
-        at: The output element of that largest contribution.
+        peak: Its largest share of one output's eps (contribution / eps there; what
+            `ncet margin` ranks nodes by).
+        at: The output element of that largest share.
     """
 
     node: str
@@ -72,6 +74,7 @@ class NodeShare:
     total: float
     fraction: float
     largest: float
+    peak: float
     at: int
 
 
@@ -129,13 +132,15 @@ def node_shares(margin, network=None) -> list[NodeShare]:
     ops = {} if network is None else {n.name: n.op_type for n in network.nodes}
     whole = float(margin.eps.sum()) if margin.eps.numel() else 0.0
     shares = []
+    eps = margin.eps.tolist()
     for node, part in margin.contributions.items():
         values = part.tolist()
         total = float(sum(values))
-        at = max(range(len(values)), key=values.__getitem__) if values else 0
+        ratios = [v / e if e > 0 else 0.0 for v, e in zip(values, eps)]
+        at = max(range(len(ratios)), key=ratios.__getitem__) if ratios else 0
         op = "Input" if node == INPUT_ROUNDING else ops.get(node, "")
         shares.append(NodeShare(node, op, total, total / whole if whole > 0 else 0.0,
-                                values[at] if values else 0.0, at))
+                                max(values, default=0.0), ratios[at] if ratios else 0.0, at))
     return sorted(shares, key=lambda s: (-s.total, s.node))
 
 

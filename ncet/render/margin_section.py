@@ -87,8 +87,8 @@ SHARE_COLUMNS = (
     Column("op_type", lambda s: text_cell(s.op_type or "-")),
     Column("share of eps", lambda s: cell(f"{s.fraction:.1%}", "num"), numeric=True),
     Column("summed over outputs", lambda s: number_cells(s.total), numeric=True),
-    Column("largest, at one output", lambda s: cell(f"{number(s.largest)} (Y_{s.at})", "num"),
-           numeric=True),
+    Column("largest share of one output's eps", lambda s: cell(f"{s.peak:.1%} (Y_{s.at})",
+                                                               "num"), numeric=True),
 )
 """The contributions table: one `NodeShare` per node, the largest first."""
 
