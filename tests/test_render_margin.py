@@ -256,3 +256,21 @@ def test_no_float32_output_meets_a_row_the_report_excludes(seed):
             decided += 1
             assert not any(polytope.contains([y]) for y in ys), r.text
     assert decided >= 12  # rows an eighth of the range or more outside it are decided
+
+
+def test_the_constructed_case_is_never_said_safe_in_float32():
+    """docs/margins.md's network float32 pushes into the unsafe set (tests/
+    test_margin_constructed.py): y = relu(x + 2^-24 + 2^-47) over [0, 1], unsafe
+    Y_0 >= 1.00000006, which the exact output misses by 4e-10 and float32 at x = 1 enters
+    (one IEEE rounding). The report must not say the row keeps float32 out."""
+    from tests.test_margin_constructed import PROPERTY, _network
+
+    net, prop = _network(), ncet.read_vnnlib(PROPERTY)
+    margin = ncet.float_margin(ncet.convert(net, (1,)), prop)
+    [r] = row_margins(margin, prop)
+    assert r.text == "-Y_0 <= -1.00000006" and r.verdict != "float32"
+    assert r.error > Fraction(1, 10 ** 9)  # eps is float32's rounding of about 1, not 4e-10
+    assert property_verdict([r], prop)[0] != "ok"
+    with torch.no_grad():
+        y = net(torch.tensor([[1.0]])).item()
+    assert prop.violated_by([1.0], [y])  # float32 as deployed enters the unsafe set
