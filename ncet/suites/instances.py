@@ -97,7 +97,7 @@ def read_instances(instances) -> list[Instance]:
                 raise ValueError(f"instance {i}: {row!r} is not (onnx, vnnlib[, timeout])")
             timeout = _timeout(str(row[2]), f"instance {i}") if len(row) == 3 and \
                 row[2] is not None else None
-            rows.append(Instance(str(row[0]), str(row[1]), timeout))
+            rows.append(Instance(os.path.abspath(row[0]), os.path.abspath(row[1]), timeout))
     seen, unique = set(), []
     for row in rows:
         if row.key not in seen:
@@ -109,7 +109,9 @@ def read_instances(instances) -> list[Instance]:
 def witnesses_for(results, instance: Instance) -> list[str]:
     """The counterexample files a VNN-COMP results folder holds for `instance`, sorted:
     `[<benchmark>/]<anything>__<onnx stem>_<vnnlib stem>.counterexample` (the competition's
-    `<year>__<tool>__...` names), or `<onnx stem>_<vnnlib stem>.counterexample`.
+    `<year>__<tool>__...` names), or `<onnx stem>_<vnnlib stem>.counterexample`; for an
+    instance given without its benchmark (a list of rows), in the folder and every folder in
+    it.
 
     Args:
         results: The folder, or None (no counterexamples).
@@ -119,10 +121,9 @@ def witnesses_for(results, instance: Instance) -> list[str]:
         return []
     folder = Path(results)
     found = set()
-    for where in (folder, folder / instance.benchmark) if instance.benchmark else (folder,):
-        if not where.is_dir():
-            continue
-        for path in where.glob(f"*{WITNESS_SUFFIX}"):
+    inside = (f"{instance.benchmark}/",) if instance.benchmark else ("*/",)
+    for where in ("", *inside):
+        for path in folder.glob(f"{where}*{WITNESS_SUFFIX}"):
             name = path.name[:-len(WITNESS_SUFFIX)]
             if name == instance.stem or name.endswith("__" + instance.stem):
                 found.add(str(path))

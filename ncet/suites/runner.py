@@ -21,6 +21,8 @@ per instance."""
 def _default_client(workers: int | None):
     """A Client of a cluster started here: in this process (one worker, one thread) when
     `workers` is None, else a LocalCluster of that many worker processes of one thread."""
+    import logging
+
     from distributed import Client, LocalCluster
 
     if workers is None:
@@ -29,7 +31,7 @@ def _default_client(workers: int | None):
     if workers < 1:
         raise ValueError(f"workers must be at least 1; got {workers}")
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None)
+                           dashboard_address=None, silence_logs=logging.ERROR)
     return Client(cluster)
 
 
