@@ -13,9 +13,10 @@ from .progress import progress_bar
 from .table import COLUMNS, append_row, read_table
 
 DEFAULT_SPLITS = 16
-"""Pieces per box for each margin (`float_margin(splits=)`): ACAS Xu's whole suite in about
-a minute per core, where the margin's own default (2,048 pieces on its 5 inputs) takes 28 s
-per instance."""
+"""Pieces per box for each margin (`float_margin(splits=)`) whose property has at most
+`ncet.regions.margin.SPLIT_DIMENSIONS` inputs (the others, as the margin's own default, are
+not split): ACAS Xu's 36 instances take 146 s of margin work, where the margin's own default
+(2,048 pieces on its 5 inputs) takes 28 s per instance."""
 
 
 def _default_client(workers: int | None):
@@ -87,7 +88,8 @@ def run_suite(instances, *, client=None, out=None, results=None, timeout=None, p
         workers: With `client=None`: None for one worker thread in this process, or the
             number of worker processes of a LocalCluster.
         samples: `check_onnx(samples_per_scale=)` for each network's certificate.
-        splits: `float_margin(splits=)` per instance (None: the margin's own default).
+        splits: `float_margin(splits=)` for properties of at most 16 inputs (others: 1);
+            None: the margin's own default.
         check: Certify each network's import (`check_onnx`); False skips it.
         tightened: A folder to write each tightened property to
             (`<onnx stem>_<vnnlib stem>.tightened.vnnlib`), or None.

@@ -15,6 +15,7 @@ from typing import Any
 
 import ncet
 
+from ..regions.margin import SPLIT_DIMENSIONS
 from .instances import Instance, witnesses_for
 
 STAGES = ("import", "check", "read", "margin", "tighten", "adjudicate")
@@ -149,7 +150,9 @@ def run_row(network: Network, instance: Instance, options: Options) -> dict:
         prop = ncet.read_vnnlib(instance.vnnlib)
         since = done(stage, since)
         stage = "margin"
-        margin = ncet.float_margin(imported(instance.onnx), prop, splits=options.splits)
+        splits = options.splits if options.splits is None or \
+            prop.num_inputs <= SPLIT_DIMENSIONS else 1  # as the margin's own default splits
+        margin = ncet.float_margin(imported(instance.onnx), prop, splits=splits)
         row["eps"], row["pieces"] = float(margin.eps.max()), int(margin.pieces)
         since = done(stage, since)
         stage = "tighten"
