@@ -47,7 +47,7 @@ def measure(rows, workers: int, splits: int) -> dict:
 
     start = time.perf_counter()
     with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                      dashboard_address=None, silence_logs=logging.ERROR) as cluster, \
+                      dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
             Client(cluster) as client:
         client.run(_warm)
         started = time.perf_counter() - start

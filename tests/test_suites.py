@@ -173,12 +173,18 @@ def test_refused_inputs_and_crashes_are_rows_with_their_reason(corpus, tmp_path,
     assert "a crash inside the margin" in table["message"][2]
 
 
-def test_a_row_over_its_time_budget_is_a_timeout_row(corpus):
+def test_a_row_over_its_time_budget_is_a_timeout_row_and_redo_runs_it_again(corpus,
+                                                                              tmp_path):
     row = Instance(str(corpus / ACAS), str(corpus / SUBSET[0][1]), timeout=1e-9)
-    table = ncet.run_suite([row], **FAST)
+    out = tmp_path / "run.jsonl"
+    table = ncet.run_suite([row], out=out, **FAST)
     assert table["outcome"][0] == "timeout" and table["reason"][0] == "timeout"
     assert table["stage"][0] == "read" and table["eps"][0] is None
-    assert ncet.run_suite([row], timeout=600, **FAST)["outcome"][0] == "ok"
+    assert ncet.run_suite([row], out=out, timeout=600, **FAST)["outcome"][0] == "timeout"
+    again = ncet.run_suite([row], out=out, timeout=600, redo=("timeout",), **FAST)
+    assert again["outcome"][0] == "ok"
+    assert [r["outcome"] for r in read_table(out).values()] == ["ok"]
+    assert out.read_text().count("\n") == 2
 
 
 # --- a worker killed mid-run -----------------------------------------------------------------
@@ -192,7 +198,7 @@ def test_a_worker_killed_mid_run_is_replaced_and_every_row_arrives(corpus, tmp_p
              str(corpus / p)) for j in (1, 2) for p in props]
     out = tmp_path / "run.jsonl"
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                      dashboard_address=None) as cluster, Client(cluster) as client:
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
         result = {}
         run = threading.Thread(target=lambda: result.update(table=ncet.run_suite(
             rows, client=client, out=out, splits=16, samples=4, progress=False)))

@@ -28,11 +28,11 @@ def _default_client(workers: int | None):
 
     if workers is None:
         return Client(processes=False, n_workers=1, threads_per_worker=1,
-                      dashboard_address=None)
+                      dashboard_address=":0")
     if workers < 1:
         raise ValueError(f"workers must be at least 1; got {workers}")
     cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                           dashboard_address=None, silence_logs=logging.ERROR)
+                           dashboard_address=":0", silence_logs=logging.ERROR)
     return Client(cluster)
 
 
