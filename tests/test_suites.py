@@ -221,6 +221,29 @@ def test_a_worker_killed_mid_run_is_replaced_and_every_row_arrives(corpus, tmp_p
     assert len(read_table(out)) == len(rows)
 
 
+def test_a_row_running_far_past_its_budget_is_abandoned_and_its_worker_restarted(
+        corpus, monkeypatch):
+    from distributed import Client, LocalCluster
+
+    from ncet.suites import runner
+
+    monkeypatch.setattr(runner, "HARD_GRACE", 2.0)
+    slow = Instance(str(corpus / ACAS), str(corpus / SUBSET[0][1]), timeout=1)  # 5 inputs
+    fast = Instance(str(corpus / MNIST), str(corpus / SUBSET[2][1]))  # 784: never split
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as cluster, Client(cluster) as client:
+        before = set(client.scheduler_info()["workers"])
+        start = time.monotonic()
+        # 20,000 pieces: minutes of margin, stopped only by the worker's restart
+        table = ncet.run_suite([slow, fast], client=client, splits=20_000, samples=4,
+                               progress=False)
+        elapsed = time.monotonic() - start
+        after = set(client.scheduler_info()["workers"])
+    assert list(table["outcome"]) == ["timeout", "ok"]
+    assert table["stage"][0] == "task" and "restarted" in table["message"][0]
+    assert elapsed < 150 and before != after  # the margin alone would take minutes
+
+
 # --- instances and witnesses ------------------------------------------------------------------
 
 

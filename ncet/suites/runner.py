@@ -5,6 +5,7 @@ margin, tightens and judges; rows are appended to the result file as they arrive
 from __future__ import annotations
 
 import contextlib
+import time
 from pathlib import Path
 
 from . import work
@@ -17,6 +18,12 @@ DEFAULT_SPLITS = 16
 `ncet.regions.margin.SPLIT_DIMENSIONS` inputs (the others, as the margin's own default, are
 not split): ACAS Xu's 36 instances take 146 s of margin work, where the margin's own default
 (2,048 pieces on its 5 inputs) takes 28 s per instance."""
+
+HARD_FACTOR, HARD_GRACE = 2.0, 30.0
+"""A row still executing after HARD_FACTOR x its budget + HARD_GRACE seconds is abandoned as
+a timeout row and its worker restarted (the budget itself is checked between stages)."""
+POLL = 1.0
+"""Seconds between two looks at the rows executing, when rows have a budget."""
 
 
 def _default_client(workers: int | None):
@@ -131,31 +138,92 @@ def run_suite(instances, *, client=None, out=None, results=None, timeout=None, p
                         columns=list(COLUMNS))
 
 
+def _executing(dask_worker) -> list[str]:
+    """The keys a worker is executing now (run on each worker by `Client.run`)."""
+    return [str(task.key) for task in dask_worker.state.executing]
+
+
 def _run(dask, todo, options, out, done, bar) -> None:
-    from distributed import as_completed
+    from distributed import wait
 
     networks = {}
     for instance in todo:
         if instance.onnx not in networks:
             networks[instance.onnx] = dask.submit(work.import_network, instance.onnx,
                                                   options, pure=False)
-    futures, which = [], {}
+    which = {}
     for instance in todo:
         future = dask.submit(work.run_row, networks[instance.onnx], instance, options,
                              pure=False)
-        futures.append(future)
-        which[future.key] = instance
-    for future in as_completed(futures):
-        instance = which[future.key]
-        try:
-            row = future.result()
-        except Exception as error:  # noqa: BLE001 (a lost task is a row, not a dead run)
-            row = _failed_row(instance, error)
+        which[future.key] = (future, instance)
+
+    def record(instance: Instance, row: dict) -> None:
         if out is not None:
             append_row(out, row)
         done[instance.key] = row
         if bar is not None:
             bar.update(row)
+
+    pending = {future for future, _ in which.values()}
+    budgets = options.timeout is not None or any(i.timeout for _, i in which.values())
+    started: dict[str, tuple[float, str]] = {}
+    while pending:
+        try:
+            finished, pending = wait(pending, timeout=POLL, return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            finished = ()
+        for future in finished:
+            instance = which[future.key][1]
+            try:
+                row = future.result()
+            except Exception as error:  # noqa: BLE001 (a lost task is a row, not a dead run)
+                row = _failed_row(instance, error)
+            record(instance, row)
+        if budgets and pending:
+            for future, instance in _overdue(dask, pending, which, started, options):
+                pending.discard(future)
+                record(instance, _abandoned(dask, future, instance, *started[future.key]))
+
+
+def _overdue(dask, pending, which, started, options):
+    """The pending rows that have been executing for longer than `HARD_FACTOR` times their
+    budget plus `HARD_GRACE`."""
+    now = time.monotonic()
+    try:
+        executing = dask.run(_executing)
+    except Exception:  # noqa: BLE001 (a worker gone between two polls: ask next time)
+        return []
+    keys = {}
+    for worker, running in executing.items():
+        for key in running:
+            keys[key] = worker
+            started.setdefault(key, (now, worker))
+    overdue = []
+    for future in pending:
+        instance = which[future.key][1]
+        budget = options.timeout if options.timeout is not None else instance.timeout
+        if budget is None or future.key not in keys:
+            continue
+        if now - started[future.key][0] > budget * HARD_FACTOR + HARD_GRACE:
+            overdue.append((future, instance))
+    return overdue
+
+
+def _abandoned(dask, future, instance: Instance, since: float, worker: str) -> dict:
+    """A row still executing long after its budget: cancelled, and its worker restarted
+    (when a nanny runs it) so that the computation stops; a timeout row."""
+    future.cancel()
+    try:
+        answer = (dask.restart_workers([worker], raise_for_error=False) or {}).get(worker)
+        stopped = f"its worker {worker} restarted" if answer in (None, "OK") else \
+            f"restarting its worker {worker} failed ({answer})"
+    except Exception:  # noqa: BLE001 (no nanny, e.g. a worker in this process)
+        stopped = f"its computation left running on {worker}"
+    row = _failed_row(instance, TimeoutError())
+    row.update(outcome="timeout", reason="timeout", stage="task", worker=worker, message=(
+        f"still running {time.monotonic() - since:.3g} s after it started, more than "
+        f"{HARD_FACTOR:g} times its budget plus {HARD_GRACE:g} s; {stopped}"))
+    return row
 
 
 __all__ = ["DEFAULT_SPLITS", "run_suite"]
