@@ -235,8 +235,8 @@ def test_a_row_running_far_past_its_budget_is_abandoned_and_its_worker_restarted
         before = set(client.scheduler_info()["workers"])
         start = time.monotonic()
         # 20,000 pieces: minutes of margin, stopped only by the worker's restart
-        table = ncet.run_suite([slow, fast], client=client, splits=20_000, samples=4,
-                               progress=False)
+        table = ncet.run_suite([slow, fast], client=cluster.scheduler_address,
+                               splits=20_000, samples=4, progress=False)  # by its address
         elapsed = time.monotonic() - start
         after = set(client.scheduler_info()["workers"])
     assert list(table["outcome"]) == ["timeout", "ok"]
