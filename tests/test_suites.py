@@ -321,3 +321,18 @@ def test_ncet_suite_run_refuses_a_missing_instances_file(tmp_path, capsys):
         main(["suite", "run", str(tmp_path / "none.csv")])
     assert exit_.value.code == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def test_the_progress_bar_is_a_widget_in_a_notebook_and_text_elsewhere(monkeypatch, capsys):
+    pytest.importorskip("ipywidgets")
+    from ncet.suites import progress
+
+    assert isinstance(progress.progress_bar(2), progress._Text)  # no kernel here
+    monkeypatch.setattr(progress, "_in_kernel", lambda: True)
+    bar = progress.progress_bar(2)
+    for outcome in ("ok", "timeout"):
+        bar.update({"outcome": outcome})
+    bar.close()
+    assert isinstance(bar, progress._Widget)
+    assert bar.bar.value == 2 and bar.label.value == "2 / 2: 1 ok, 1 timeout"
+    assert bar.bar.bar_style == "success"
