@@ -8,7 +8,7 @@ import re
 import textwrap
 
 from ..examples import EXAMPLES
-from . import adjudicating, commands, diffing, importing, margining
+from . import adjudicating, commands, diffing, importing, margining, suites
 from .exporting import MAX_SAMPLES
 from .records import ncet_version
 from .targets import FORMS_HELP
@@ -181,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "bound float32 against exact over a property's region; tighten it",
                         margining.DESCRIPTION)
     margining.add_arguments(margined)
+    suites.register(sub, json_only)
     report = _command(sub, "report", commands.run_report,
                       [target, checking, exporting, json_only],
                       "write one self-contained HTML report",
