@@ -2,7 +2,8 @@
 
 The static forms (DataFrames, HTML strings, matplotlib figures) need pandas and matplotlib
 only; the interactive views (`MappingTable`, `BoundaryPanel`, `ExactnessPanel`,
-`GraphView`, `SummaryPanel`, `CompareView`, `Workbench`, `AdjudicationView`, `MarginView`)
+`GraphView`, `SummaryPanel`, `CompareView`, `Workbench`, `AdjudicationView`, `MarginView`,
+`SuiteView`)
 import ipywidgets when first used.
 The exactness figures are `ncet.render`'s, the ones the HTML report draws; the views use only
 the public names of `ncet` and `ncet.render`.
@@ -38,6 +39,8 @@ _LAZY = {
     "adjudication_html": ".adjudication",
     "MarginView": ".margin",
     "margin_view_html": ".margin",
+    "SuiteView": ".suite",
+    "suite_html": ".suite",
 }
 """Imported on first use: the widgets need ipywidgets, the figures matplotlib."""
 

@@ -1,7 +1,8 @@
 """Workbench: the mapping table, support boundary, exactness, graph (and summary) views of
 one model in one tabbed widget, computing lazily, with one node selection shared by all;
-and, when given them, an adjudication of a counterexample (`AdjudicationView`) and a float
-margin (`MarginView`) in tabs of their own after those."""
+and, when given them, an adjudication of a counterexample (`AdjudicationView`), a float
+margin (`MarginView`) and a suite's result table (`SuiteView`) in tabs of their own after
+those."""
 
 from __future__ import annotations
 
@@ -40,6 +41,9 @@ ADJUDICATION_TITLE = "Adjudication"
 MARGIN_TITLE = "Float margin"
 """The title of the float margin tab (only when the Workbench has a margin)."""
 
+SUITE_TITLE = "Suite"
+"""The title of the suite tab (only when the Workbench has a suite)."""
+
 
 class Workbench(StaticFallback, W.Tab):
     """Everything NCET says about one model, in tabbed views sharing one selected node.
@@ -65,6 +69,7 @@ class Workbench(StaticFallback, W.Tab):
         summary: The SummaryPanel (built on first access), when widgets/summary.py exists.
         adjudication: The AdjudicationView in its tab, or None without one.
         margin: The MarginView in its tab, or None without one.
+        suite: The SuiteView in its tab, or None without one.
         selected: The node last selected in any view (None for none).
         run_button: Button that runs the exactness check.
         progress: IntProgress driven by check_exactness's progress callback.
@@ -83,7 +88,7 @@ class Workbench(StaticFallback, W.Tab):
 
     def __init__(self, model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
                  rewrite: bool = False, page_size: int = 25, max_nodes: int = 400,
-                 adjudication=None, margin=None):
+                 adjudication=None, margin=None, suite=None):
         self.model = model
         self.input_shapes = tuple(tuple(s) for s in input_shapes)
         self.rewrite = rewrite
@@ -99,6 +104,7 @@ class Workbench(StaticFallback, W.Tab):
         self._summary = None
         self.adjudication = None
         self.margin = None
+        self.suite = None
 
         self.run_button = W.Button(description="Run exactness check", button_style="primary",
                                    disabled=not self.report.ok, layout=W.Layout(width="220px"))
@@ -125,6 +131,8 @@ class Workbench(StaticFallback, W.Tab):
             self.add_adjudication(adjudication)
         if margin is not None:
             self.add_margin(margin)
+        if suite is not None:
+            self.add_suite(suite)
 
     def add_adjudication(self, adjudication):
         """Show an adjudication of a counterexample to this model in a tab of its own after
@@ -170,6 +178,28 @@ class Workbench(StaticFallback, W.Tab):
             MarginView(margin, property, self.report.graph)
         self._show(MARGIN_TITLE, self.margin, view)
         self.margin = view
+        return view
+
+    def add_suite(self, suite, results=None):
+        """Show a suite's result table (`ncet.run_suite`) in a tab of its own after the
+        others (replacing the one shown): a click on a row opens that instance's import,
+        margin and adjudication.
+
+        Args:
+            suite: A SuiteView, or the DataFrame of `ncet.run_suite`.
+            results: The counterexamples' folder of the run (only with a DataFrame).
+
+        Returns:
+            The SuiteView shown (also `suite`).
+
+        Raises:
+            TypeError: Neither.
+        """
+        from .suite import SuiteView
+
+        view = suite if isinstance(suite, SuiteView) else SuiteView(suite, results)
+        self._show(SUITE_TITLE, self.suite, view)
+        self.suite = view
         return view
 
     def _show(self, title: str, old, view) -> None:
@@ -321,7 +351,7 @@ class Workbench(StaticFallback, W.Tab):
         if SUMMARY_TAB is not None:
             parts += [f"<h3>{TITLES[SUMMARY_TAB]}</h3>", self.summary.to_html()]
         for title, view in zip(self.titles[len(TITLES):], self.children[len(TITLES):]):
-            parts += [f"<h3>{escape(title)}</h3>", view.to_html()]  # adjudication, margin
+            parts += [f"<h3>{escape(title)}</h3>", view.to_html()]  # adjudication, margin, suite
         parts.append("</div>")
         return "".join(parts)
 
