@@ -17,7 +17,7 @@ import ipywidgets as W
 import pandas as pd
 
 import ncet
-from ncet.render import escape
+from ncet.render import VIEW_STYLE, escape
 
 from .display import VIEW_CLASS, StaticFallback, style_widget
 from .grid import RowGrid
@@ -26,6 +26,9 @@ from .sorting import natural_key
 SHOWN = ("benchmark", "onnx", "vnnlib", "outcome", "reason", "worst_ratio", "eps",
          "witnesses", "verdicts", "seconds")
 """The table's columns, in order (the rest of the run's columns stay in `table`)."""
+
+NUMERIC = ("worst_ratio", "eps", "witnesses", "seconds")
+"""The columns shown as numbers (`td.num`: right-aligned, tabular digits)."""
 
 ROW_CLASS = {"ok": "", "not-exact": "not-certified", "refused": "problem", "error": "problem",
              "timeout": "not-certified"}
@@ -80,7 +83,8 @@ def suite_html(table: pd.DataFrame, selected: int | None = None,
         outcome = str(row.get("outcome", ""))
         classes = " ".join(c for c in (f"outcome-{outcome}", ROW_CLASS.get(outcome, "problem"),
                                        "ncet-selected" if index == selected else "") if c)
-        cells = "".join(f"<td>{escape(_cell(c, row[c]))}</td>" for c in columns)
+        cells = "".join(('<td class="num">' if c in NUMERIC else "<td>") +
+                        f"{escape(_cell(c, row[c]))}</td>" for c in columns)
         body.append(f'<tr data-node="{index}" class="{classes}">{cells}</tr>')
     return (f'<table class="ncet-suite"><thead><tr>{head}</tr></thead>'
             f'<tbody>{"".join(body)}</tbody></table>')
@@ -283,7 +287,7 @@ class SuiteView(StaticFallback, W.VBox):
 
     def to_html(self) -> str:
         """The static form: the rows shown, and the selected instance's views."""
-        parts = ['<div class="ncet-static ncet-suite-static">', self.count.value,
+        parts = ['<div class="ncet-static ncet-suite-static">', VIEW_STYLE, self.count.value,
                  suite_html(self.rows, self.selected, self.sort)]
         if self.instance is not None:
             parts.append(self.instance.to_html())
