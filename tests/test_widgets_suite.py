@@ -123,3 +123,18 @@ def test_the_workbench_shows_the_suite_in_a_tab_of_its_own(run):
     replaced = bench.add_suite(SuiteView(table, results=results))
     assert bench.suite is replaced and bench.titles.count("Suite") == 1
     assert "ncet-suite" in bench.to_html()
+
+
+@pytest.mark.parametrize("outcome, tint", [("ok", None), ("not-exact", "not-certified"),
+                                           ("refused", "problem"), ("error", "problem"),
+                                           ("timeout", "not-certified")])
+def test_each_outcome_tints_its_row(outcome, tint):
+    import pandas as pd
+    from ncet.widgets import suite_html
+
+    table = pd.DataFrame([{"onnx": "/a/net.onnx", "vnnlib": "/a/p.vnnlib", "outcome": outcome,
+                           "reason": None if outcome == "ok" else "some-code"}])
+    row = suite_html(table).split('<tr data-node="0"')[1].split(">")[0]
+    classes = row.split('class="')[1].rstrip('"').split()
+    assert classes[0] == f"outcome-{outcome}"
+    assert classes[1:] == ([tint] if tint else []), f"{outcome}: tinted {tint}"
