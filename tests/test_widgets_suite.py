@@ -138,3 +138,15 @@ def test_each_outcome_tints_its_row(outcome, tint):
     classes = row.split('class="')[1].rstrip('"').split()
     assert classes[0] == f"outcome-{outcome}"
     assert classes[1:] == ([tint] if tint else []), f"{outcome}: tinted {tint}"
+
+
+def test_a_row_whose_network_is_not_here_says_so():
+    import pandas as pd
+    from ncet.widgets import SuiteView
+
+    table = pd.DataFrame([{"onnx": "/nowhere/net.onnx", "vnnlib": "/nowhere/p.vnnlib",
+                           "outcome": "error", "reason": "FileNotFoundError"}])
+    view = SuiteView(table)
+    assert view.select(0) is None and view.selected == 0
+    assert "Cannot open" in view.detail.children[0].value
+    assert "net.onnx" in view.detail.children[0].value

@@ -244,17 +244,23 @@ class SuiteView(StaticFallback, W.VBox):
         self._render()
 
     def select(self, index: int | None) -> InstanceViews | None:
-        """Select the row of index `index` in `table` (None: none) and open its views.
+        """Select the row of index `index` in `table` (None: none) and open its views (a
+        network file that cannot be read, say a table from another machine, is said below
+        the table, and `instance` is None).
 
         Raises:
             KeyError: No row of that index.
         """
         if index is not None and index not in self.table.index:
             raise KeyError(f"the suite's table has no row {index!r}")
-        self.selected = index
-        self.instance = None if index is None else \
-            InstanceViews(self.table.loc[index], self.results, self.splits)
-        self.detail.children = (self.instance,) if self.instance is not None else ()
+        self.selected, self.instance, shown = index, None, ()
+        if index is not None:
+            try:
+                self.instance = InstanceViews(self.table.loc[index], self.results, self.splits)
+                shown = (self.instance,)
+            except OSError as error:  # the network's file is not here (a table from elsewhere)
+                shown = (W.HTML(f"<p>Cannot open this instance's views: {escape(error)}</p>"),)
+        self.detail.children = shown
         self._render()
         return self.instance
 
