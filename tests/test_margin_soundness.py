@@ -1,0 +1,98 @@
+"""float_margin's soundness, tested rather than assumed (issue 34): for every corpus network
+that imports and its first property, no deviation |f_float - f_exact| that a search finds
+and proves (`find_deviation`: the region's corners, random points, gradient ascent on the
+output's magnitude, perturbations of the worst points; PyTorch and the deployed ONNX file
+in onnxruntime) exceeds eps; also with PyTorch's kernels capped to AVX2 on one thread; and a
+bound with a term dropped (a seeded bug) is caught by the same search. CI budgets are
+small; benchmarks/margin.py searches harder (docs/margins.md)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ncet
+from ncet.regions.deviation import find_deviation
+from tests.corpus import corpus_networks, corpus_root, first_property
+
+pytest.importorskip("onnxruntime")
+
+SEARCH = {"samples": 48, "ascent_steps": 4}
+"""The CI search budget per property (benchmarks/margin.py uses far more)."""
+
+UNBOUNDED: dict[str, str] = {}
+"""Corpus networks that import but whose margin is not computed here, and why."""
+
+CAPPED = {"ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_ENABLE_INSTRUCTIONS": "AVX2",
+          "ATEN_CPU_CAPABILITY": "avx2", "OMP_NUM_THREADS": "1"}
+"""PyTorch's kernels capped to AVX2 on one thread (the Makefile's PORTABLE run)."""
+
+CAPPED_NETWORKS = ("acasxu/onnx/ACASXU_run2a_1_1_batch_2000.onnx",
+                   "mnist_fc/onnx/mnist-net_256x2.onnx", "oval21/onnx/cifar_base_kw.onnx",
+                   "verivital/Convnet_maxpool.onnx")
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def region_of(prop: ncet.Property):
+    """The property's region, or, when a zero-width decimal bound leaves a box without any
+    float32 point, its boxes rounded outward to float32 (the float32 points the deployed
+    network can be fed there), as a list of (lower, upper) pairs."""
+    inward = prop.input_boxes_as(np.float32, "inward")
+    if all((lo <= hi).all() for lo, hi in inward):
+        return prop
+    return [tuple(box) for box in prop.input_boxes_as(np.float32, "outward")]
+
+
+def corpus_case(network: str):
+    """(GraphIR, region, property path) for a network that imports and has a property and
+    a margin here; None otherwise."""
+    root = corpus_root()
+    prop_path = first_property(network)
+    report = ncet.diagnose_onnx(root / network)
+    if prop_path is None or not report.ok or network in UNBOUNDED:
+        assert report.ok or report.errors  # refused ones name their problems
+        return None
+    return report.graph, region_of(ncet.read_vnnlib(root / prop_path)), prop_path
+
+
+def violations(network: str, search=SEARCH) -> list[str]:
+    """Every output whose proven deviation exceeds eps, as one message each (network,
+    property, output, deviation, eps, the point and the runtime); [] when sound."""
+    case = corpus_case(network)
+    if case is None:
+        return []
+    ir, region, prop_path = case
+    margin = ncet.float_margin(ir, region)
+    found = find_deviation(ir, region, onnx_file=corpus_root() / network, **search)
+    assert margin.num_outputs == found.num_outputs, (network, margin, found)
+    over = (found.deviation > margin.eps).nonzero().reshape(-1).tolist()
+    return [f"{network} with {prop_path}: output Y_{j} deviates by {found.deviation[j]:.6g} "
+            f"({found.runtimes[j]}, exact value by {found.exact[j]}) > eps "
+            f"{margin.eps[j]:.6g}, at x = {found.points[j].tolist()[:8]}..." for j in over]
+
+
+@pytest.mark.parametrize("network", corpus_networks())
+def test_no_deviation_found_exceeds_the_float_margin(network):
+    failures = violations(network)
+    assert not failures, "\n".join(failures)
+
+
+def test_no_deviation_found_exceeds_the_margin_with_avx2_kernels_on_one_thread():
+    corpus_root()
+    code = ("import json, sys; from tests.test_margin_soundness import violations; "
+            "print(json.dumps({n: violations(n) for n in sys.argv[1:]}))")
+    env = {**os.environ, **CAPPED, "PYTHONPATH": str(REPO)}
+    done = subprocess.run([sys.executable, "-c", code, *CAPPED_NETWORKS], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert sorted(found) == sorted(CAPPED_NETWORKS)
+    failures = [line for lines in found.values() for line in lines]
+    assert not failures, "\n".join(failures)
