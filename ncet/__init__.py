@@ -27,6 +27,8 @@ from .properties import adjudicate as _adjudicate
 from .properties import read_vnnlib as _read_vnnlib
 from .properties import read_witness as _read_witness
 from .properties import write_vnnlib as _write_vnnlib
+from .regions import Margin
+from .regions.margin import float_margin as _float_margin
 
 # NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
 # keeps the internal frames); convert and diagnose are wrapped where they are defined.
@@ -34,6 +36,7 @@ check_exactness = from_caller(_check_exactness)
 load, save = from_caller(_load), from_caller(_save)
 read_vnnlib, write_vnnlib = from_caller(_read_vnnlib), from_caller(_write_vnnlib)
 adjudicate, read_witness = from_caller(_adjudicate), from_caller(_read_witness)
+float_margin = from_caller(_float_margin)
 
 try:
     __version__ = _metadata.version("ncet")
@@ -249,5 +252,5 @@ __all__ = [
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
     "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
     "read_vnnlib", "write_vnnlib", "adjudicate", "Adjudication", "WitnessError",
-    "read_witness",
+    "read_witness", "float_margin", "Margin",
 ]

@@ -20,11 +20,11 @@ PUBLIC_API = {
     "UnsupportedOperatorError", "SupportBoundaryError", "GraphIRFormatError", "to_onnx",
     "check_onnx", "lint_onnx", "compare", "Comparison", "from_onnx", "diagnose_onnx",
     "ONNXImportError", "read_vnnlib", "write_vnnlib", "Property", "VNNLIBError",
-    "adjudicate", "Adjudication", "WitnessError", "read_witness",
+    "adjudicate", "Adjudication", "WitnessError", "read_witness", "float_margin", "Margin",
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",
-               "ncet.properties")
+               "ncet.properties", "ncet.regions")
 
 
 def test_the_public_api_is_designs():

@@ -3,6 +3,7 @@ relaxations over NCET's operator set) and the float margin built on it: `float_m
 bounds |float32 - exact| for every input of a region, `tighten` grows a property's unsafe
 set by it (docs/margins.md)."""
 
+from .margin import float_margin
 from .margin_record import Margin
 
-__all__ = ["Margin"]
+__all__ = ["Margin", "float_margin"]

@@ -1,0 +1,288 @@
+"""`float_margin`: a certified bound on |float32 - exact| at every output, for every input of
+a region (docs/margins.md).
+
+Per box, in topological order: interval bounds of every node, tightened by CROWN-style linear
+bounds at the inputs of ReLUs and max pools (`linear_bounds.py`), so that most ReLUs are
+stable; each node's own rounding bounded at the largest |float input| over the box; the
+float error at the same nonlinearities' inputs bounded through the network's sensitivity
+(`float_errors.backward_errors`), and at the outputs likewise. Low-dimensional boxes are
+split, the piece with the largest eps first, while it pays.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..exactness.arithmetic import UNIT_ROUNDOFF, read_arithmetic_model
+from ..exactness.bounds import SAFETY
+from ..exactness.rules import subnormal_constants
+from ..ir import GraphIR
+from .float_errors import (
+    INPUT_ROUNDING,
+    Errors,
+    backward_errors,
+    forward_error,
+    record_slopes,
+    rounding_bound,
+)
+from .linear_bounds import State, crown_bounds, interval_step, magnitude_step
+from .linear_maps import NONLINEAR, is_affine, offset
+from .margin_record import Margin
+
+MAX_ROWS = 2048
+"""The widest node bounded by a backward pass (CROWN values, sensitivity errors): a pass
+over a node of n elements pulls 2n rows through everything before it. Wider nodes get
+interval bounds and |W|-product errors (sound, looser)."""
+
+SPLIT_DIMENSIONS = 16
+"""Boxes with at most this many input elements are split (`AUTO_PIECES` pieces)."""
+
+AUTO_PIECES = 32
+"""How many pieces a low-dimensional box is split into by default."""
+
+ONE_THREAD_BELOW = 4096
+"""Networks whose widest node has at most this many elements are bounded on one thread."""
+
+_F64 = torch.float64
+
+
+@dataclass(frozen=True)
+class _Piece:
+    eps: torch.Tensor
+    lower: torch.Tensor
+    upper: torch.Tensor
+    shares: dict[str, torch.Tensor]
+    unstable: dict[str, tuple[int, int]]
+    influence: torch.Tensor
+
+
+class _Network:
+    """What every box of one network shares: constants, shapes, offsets, the nodes a
+    backward pass is run for."""
+
+    def __init__(self, ir: GraphIR, max_rows: int):
+        if len(ir.inputs) != 1:
+            raise ValueError(f"float_margin needs a network with one input; this one has "
+                             f"{len(ir.inputs)} ({', '.join(n.name for n in ir.inputs)})")
+        self.ir, self.input = ir, ir.inputs[0]
+        self.consts = {k: v.to(_F64) for k, v in ir.constants.items()}
+        self.abs_consts = {k: v.abs() for k, v in self.consts.items()}
+        self.shapes = {n.name: tuple(n.shape) for n in ir.nodes if n.op_type != "Output"}
+        self.dtypes = {n.name: getattr(torch, n.dtype) for n in ir.nodes
+                       if n.op_type != "Output"}
+        self.offsets = {n.name: offset(n, [self.shapes[i] for i in n.inputs], self.consts)
+                        for n in ir.nodes if is_affine(n)}
+        feeds = {n.inputs[0] for n in ir.nodes if n.op_type in NONLINEAR}
+        self.backward = {name for name in feeds | set(ir.outputs)
+                         if math.prod(self.shapes[name]) <= max_rows}
+        biggest = max(math.prod(s) for s in self.shapes.values())
+        self.slack = max(2.0 ** -30, 16 * len(ir.nodes) * biggest * 2.0 ** -53)
+        self.arithmetic = read_arithmetic_model()
+        if self.arithmetic.flush and (tiny := subnormal_constants(
+                ir.nodes, ir.constants, self.arithmetic.flushing_kernels)):
+            self.arithmetic = self.arithmetic.outside(
+                f"subnormal constants ({', '.join(tiny[:5])}) may be flushed to zero")
+        if not self.arithmetic.certified:
+            raise RuntimeError("no certified float margin: " + self.arithmetic.describe())
+
+    def bound(self, lower: torch.Tensor, upper: torch.Tensor, input_rounding: bool) -> _Piece:
+        """Bound one box (batch-1 tensors of the input's shape)."""
+        state = State(self.ir.nodes, self.consts, self.abs_consts, self.shapes, self.offsets,
+                      self.slack)
+        errors = Errors(self.arithmetic, dict(self.ir.constants))
+        name = self.input.name
+        state.lower[name], state.upper[name] = lower, upper
+        state.magnitude[name] = torch.maximum(lower.abs(), upper.abs())
+        errors.eps[name] = self._input_error(state.magnitude[name], input_rounding)
+        for node in self.ir.nodes:
+            if node.op_type in ("Input", "Output"):
+                continue
+            state.magnitude[node.name] = magnitude_step(state, node)
+            state.widen(node.name, *interval_step(state, node))
+            if node.name in self.backward and node.name not in self.ir.outputs:
+                state.widen(node.name, *crown_bounds(state, node.name, (lower, upper)))
+            errors.delta[node.name] = rounding_bound(state, errors, node, self.dtypes)
+            if node.op_type in NONLINEAR:
+                record_slopes(state, errors, node)
+            errors.eps[node.name] = forward_error(state, errors, node)
+            if node.name in self.backward and node.name not in self.ir.outputs:
+                shares = backward_errors(state, errors, node.name, _eye(self.shapes[node.name]),
+                                         generators=0)
+                total = SAFETY * sum(shares.values())
+                errors.eps[node.name] = torch.minimum(
+                    errors.eps[node.name], total.view_as(errors.eps[node.name]))
+        return self._outputs(state, errors, (lower, upper))
+
+    def _input_error(self, magnitude: torch.Tensor, input_rounding: bool) -> torch.Tensor:
+        dtype = self.dtypes[self.input.name]
+        eps = torch.zeros_like(magnitude)
+        if input_rounding:  # round to nearest: u |x|, or half the subnormal spacing
+            eps = eps + UNIT_ROUNDOFF[dtype] * magnitude + torch.finfo(dtype).smallest_normal \
+                * UNIT_ROUNDOFF[dtype]
+        if self.arithmetic.flush:  # a subnormal input read as zero
+            eps = eps + torch.finfo(dtype).smallest_normal
+        return SAFETY * eps
+
+    def _outputs(self, state: State, errors: Errors, box) -> _Piece:
+        eps, lower, upper, shares = [], [], [], {}
+        for name in self.ir.outputs:
+            n = math.prod(self.shapes[name])
+            if name in self.backward:
+                state.widen(name, *crown_bounds(state, name, box))
+                own = backward_errors(state, errors, name, _eye(self.shapes[name]))
+                eps.append(SAFETY * sum(own.values()))
+                for key, value in own.items():
+                    shares.setdefault(key, []).append((len(eps) - 1, value))
+            else:
+                eps.append(errors.eps[name].reshape(n))
+            lower.append(state.lower[name].reshape(n))
+            upper.append(state.upper[name].reshape(n))
+        sizes = [e.numel() for e in eps]
+        starts = np.cumsum([0, *sizes])
+        merged = {}
+        for key, parts in shares.items():
+            full = torch.zeros(int(starts[-1]), dtype=_F64)
+            for k, value in parts:
+                full[starts[k]:starts[k + 1]] = value
+            merged[key] = full
+        influence = torch.as_tensor(state.influence, dtype=_F64).expand_as(box[0])
+        return _Piece(torch.cat(eps), torch.cat(lower), torch.cat(upper), merged,
+                      dict(errors.unstable), influence * (box[1] - box[0]))
+
+
+def _eye(shape: tuple[int, ...]) -> torch.Tensor:
+    n = math.prod(shape)
+    return torch.eye(n, dtype=_F64).view(n, *shape)
+
+
+def _as_box(shape: tuple[int, ...], lower, upper) -> tuple[torch.Tensor, torch.Tensor]:
+    pair = []
+    for side in (lower, upper):
+        t = torch.as_tensor(np.asarray(side, dtype=np.float64)).to(_F64)
+        if t.numel() != math.prod(shape):
+            raise ValueError(f"a region bound has {t.numel()} elements; the network's input "
+                             f"has {math.prod(shape)} (shape {list(shape)})")
+        pair.append(t.reshape(1, *shape))
+    lower, upper = pair
+    if not (torch.isfinite(lower).all() and torch.isfinite(upper).all()):
+        raise ValueError("a region bound is not finite: float_margin needs a bounded box")
+    if bool((lower > upper).any()):
+        j = int((lower > upper).flatten().nonzero()[0])
+        raise ValueError(f"an empty region: input element {j} has lower bound "
+                         f"{float(lower.flatten()[j])} above its upper bound "
+                         f"{float(upper.flatten()[j])}")
+    return lower, upper
+
+
+def region_boxes(ir: GraphIR, region) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The region as boxes of float64 tensors of the input's shape (batch 1): a Property's
+    boxes rounded outward to float64, a (lower, upper) pair, or a list of pairs."""
+    from ..properties import Property
+    shape = tuple(ir.inputs[0].shape)
+    if isinstance(region, Property):
+        if region.num_inputs != math.prod(shape):
+            raise ValueError(f"the property has {region.num_inputs} inputs; the network's "
+                             f"input has {math.prod(shape)} elements (shape {list(shape)})")
+        pairs = region.input_boxes_as(np.float64, "outward")
+    elif isinstance(region, tuple) and len(region) == 2:
+        pairs = [region]
+    elif isinstance(region, list) and region:
+        pairs = region
+    else:
+        raise TypeError("region must be a Property, a (lower, upper) pair or a list of "
+                        f"pairs; got {type(region).__name__}")
+    return [_as_box(shape, lo, hi) for lo, hi in pairs]
+
+
+def _split(lower, upper, score):
+    """Bisect the box along the side with the largest score (width times how much the
+    bounds' backward passes leaned on that input)."""
+    j = int(score.flatten().argmax())
+    mid = (lower.flatten()[j] + upper.flatten()[j]) / 2
+    left_upper, right_lower = upper.clone(), lower.clone()
+    left_upper.view(-1)[j] = mid
+    right_lower.view(-1)[j] = mid
+    return (lower, left_upper), (right_lower, upper)
+
+
+def _bound_box(net: _Network, box, pieces: int, input_rounding: bool) -> list[_Piece]:
+    lower, upper = box
+    done = [((lower, upper), net.bound(lower, upper, input_rounding))]
+    while len(done) < pieces and bool((upper > lower).any()):
+        worst = max(range(len(done)), key=lambda i: float(done[i][1].eps.max()))
+        (lo, hi), piece = done.pop(worst)
+        for part in _split(lo, hi, piece.influence):
+            done.append((part, net.bound(*part, input_rounding)))
+    return [piece for _, piece in done]
+
+
+def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
+                 splits: int | None = None, max_rows: int = MAX_ROWS) -> Margin:
+    """A certified bound eps with |f_float(x) - [[G]](x)| <= eps for every x in `region`,
+    per output element, under the certificate's arithmetic model (docs/margins.md).
+
+    Args:
+        network: A GraphIR with one input (from `convert` or `from_onnx`).
+        region: A `Property` (its boxes; eps is the largest over them), a (lower, upper)
+            pair of tensors or arrays (one sample's shape, or flattened), or a list of pairs.
+        input_rounding: Also cover the input's rounding to the network's dtype (a region
+            written in decimals, a deployed input in float32).
+        splits: How many pieces each box may be split into (None: `AUTO_PIECES` for inputs
+            of at most `SPLIT_DIMENSIONS` elements, else 1).
+        max_rows: The widest node bounded by backward passes (`MAX_ROWS`).
+
+    Returns:
+        A `Margin`: `.eps` (float64, one value per output element, VNN-LIB numbering), the
+        exact output's certified range, each node's share, unstable counts.
+
+    Raises:
+        ValueError: A region that does not fit the network's input, is empty or unbounded,
+            or a network with more than one input.
+        RuntimeError: The host's arithmetic is outside the certificate's model.
+
+    Example:
+        >>> margin = ncet.float_margin(ncet.from_onnx("net.onnx"), ncet.read_vnnlib("p.vnnlib"))
+        >>> margin.eps.max()
+    """
+    start = time.perf_counter()
+    if not isinstance(network, GraphIR):
+        raise TypeError(f"network must be a GraphIR (from ncet.convert or ncet.from_onnx); "
+                        f"got {type(network).__name__}")
+    net = _Network(network, max_rows)
+    boxes = region_boxes(network, region)
+    if splits is None:
+        splits = AUTO_PIECES if math.prod(net.shapes[net.input.name]) <= SPLIT_DIMENSIONS \
+            else 1
+    if splits < 1:
+        raise ValueError(f"splits must be at least 1; got {splits}")
+    threads = torch.get_num_threads()
+    small = max(math.prod(s) for s in net.shapes.values()) <= ONE_THREAD_BELOW
+    try:  # small matrices: threads only contend (10x slower on a busy 2-core machine)
+        if small:
+            torch.set_num_threads(1)
+        pieces = [p for box in boxes for p in _bound_box(net, box, splits, input_rounding)]
+    finally:
+        torch.set_num_threads(threads)
+    eps = torch.stack([p.eps for p in pieces])
+    worst = eps.argmax(0)
+    keys = {k for p in pieces for k in p.shares}
+    shares = {k: torch.stack([p.shares.get(k, torch.zeros_like(p.eps)) for p in pieces]
+                             ).gather(0, worst[None]).squeeze(0) for k in sorted(keys)}
+    unstable = {}
+    for p in pieces:
+        for k, (n, total) in p.unstable.items():
+            unstable[k] = (max(n, unstable.get(k, (0, 0))[0]), total)
+    return Margin(eps=eps.max(0).values, lower=torch.stack([p.lower for p in pieces]).min(0)
+                  .values, upper=torch.stack([p.upper for p in pieces]).max(0).values,
+                  contributions=shares, unstable=unstable, boxes=len(boxes),
+                  pieces=len(pieces), dtype=network.node(network.outputs[0]).dtype,
+                  input_rounding=input_rounding, arithmetic=net.arithmetic.describe(),
+                  seconds=time.perf_counter() - start)
+
+
+__all__ = ["INPUT_ROUNDING", "float_margin", "region_boxes"]
