@@ -105,19 +105,18 @@ def instances(corpus: Path) -> list[tuple[str, str]]:
 
 
 def quick(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    """QUICK properties of acasxu and mnist_fc (distinct networks first), one per other
-    network."""
-    chosen, seen, per_bench = [], set(), {}
+    """QUICK properties of acasxu and mnist_fc (each a new network and a new property
+    file), the first property of every other network."""
+    chosen, networks, props, per_bench = [], set(), set(), {}
     for network, prop in pairs:
         bench = network.split("/")[0]
-        if bench in QUICK:
-            if per_bench.get(bench, 0) < QUICK[bench] and network not in seen:
-                chosen.append((network, prop))
-                per_bench[bench] = per_bench.get(bench, 0) + 1
-                seen.add(network)
-        elif network not in seen:
-            chosen.append((network, prop))
-            seen.add(network)
+        if network in networks or (bench in QUICK and (
+                per_bench.get(bench, 0) >= QUICK[bench] or Path(prop).name in props)):
+            continue
+        chosen.append((network, prop))
+        networks.add(network)
+        props.add(Path(prop).name)
+        per_bench[bench] = per_bench.get(bench, 0) + 1
     return chosen
 
 

@@ -96,3 +96,25 @@ def test_no_deviation_found_exceeds_the_margin_with_avx2_kernels_on_one_thread()
     assert sorted(found) == sorted(CAPPED_NETWORKS)
     failures = [line for lines in found.values() for line in lines]
     assert not failures, "\n".join(failures)
+
+
+SEEDED_NETWORKS = ("mnist_fc/onnx/mnist-net_256x2.onnx", "reach_prob_density/onnx/vdp.onnx")
+"""Networks of Linear and ReLU nodes only: without the Linear nodes' own rounding, their
+bound has nothing left to cover the float32 error with."""
+
+
+@pytest.mark.parametrize("network", SEEDED_NETWORKS)
+def test_a_bound_without_the_linear_roundings_is_caught_by_the_search(network, monkeypatch):
+    """The issue's seeded bug: a dropped term (every Linear node's own rounding bound) in
+    float_margin. The same search and budget as above then find a deviation above eps."""
+    from ncet.regions import margin as margin_module
+
+    assert not violations(network), "the sound bound holds"
+    original = margin_module.rounding_bound
+
+    def dropped(state, errors, node, dtypes):
+        return 0.0 if node.op_type == "Linear" else original(state, errors, node, dtypes)
+    monkeypatch.setattr(margin_module, "rounding_bound", dropped)
+    failures = violations(network)
+    assert failures, f"{network}: a bound without the Linear roundings was not caught"
+    assert all(network in line and "> eps" in line for line in failures)
