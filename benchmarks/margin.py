@@ -41,6 +41,18 @@ CORPUS = (Path(__file__).resolve().parent.parent / ".." / "shared" / "vnncomp").
 TARGETS = {"mnist_fc": (100.0, 60.0), "acasxu": (1000.0, 60.0)}
 """Benchmark -> (median tightness at most, margin seconds at most): the issue's targets."""
 
+OPTIONS: dict[str, dict] = dict.fromkeys((
+    "cifar10_resnet/onnx/resnet_2b.onnx", "cifar10_resnet/onnx/resnet_4b.onnx",
+    "cifar_biasfield/onnx/cifar_bias_field_8.onnx", "marabou-cifar10/nets/cifar10_large.onnx",
+    "marabou-cifar10/nets/cifar10_medium.onnx", "marabou-cifar10/nets/cifar10_small.onnx",
+    "oval21/onnx/cifar_base_kw.onnx", "oval21/onnx/cifar_deep_kw.onnx",
+    "oval21/onnx/cifar_wide_kw.onnx",
+    "sri_resnet_a/onnx/resnet_3b2_bn_mixup_adv_4.0_bs128_lr-1.onnx",
+    "verivital/Convnet_avgpool.onnx"), {"max_rows": 0})
+"""float_margin's options where its defaults need more memory than this machine has (over
+6 GB, up to hundreds: the backward passes over wide convolutions): interval values and
+|W|-product errors at every node. Every other network runs with the defaults."""
+
 SKIPPED: dict[str, str] = {}
 """Networks that import but are not measured, and why."""
 
@@ -57,6 +69,7 @@ class Row:
     outputs: int
     boxes: int
     region: str
+    options: str
     forward_seconds: float
     margin_seconds: float
     search_seconds: float
@@ -72,14 +85,15 @@ class Row:
             return "-" if v is None else f"{v:.3g}"
         return (f"`{self.network.split('/')[0]}/{Path(self.network).name}`",
                 f"`{Path(self.property).name}`", str(self.outputs), str(self.boxes),
+                self.options,
                 f"{self.forward_seconds * 1e3:.2f}", f"{self.margin_seconds:.2f}",
                 f"{self.margin_seconds / self.forward_seconds:.3g}",
                 f"{self.max_eps:.3g}", f"{self.max_deviation:.3g}", ratio(self.max_ratio),
                 ratio(self.median_ratio), ratio(self.min_ratio))
 
 
-HEADER = ("network", "property", "outputs", "boxes", "float64 forward (ms)", "margin (s)",
-          "margin / forward", "max eps", "max deviation found", "max eps / max dev",
+HEADER = ("network", "property", "outputs", "boxes", "options", "float64 forward (ms)",
+          "margin (s)", "margin / forward", "max eps", "max deviation found", "max eps / max dev",
           "median eps_j / dev_j", "min eps_j / dev_j")
 
 
@@ -140,13 +154,15 @@ def measure(corpus: Path, network: str, prop_path: str, samples: int, steps: int
     region, how = region_of(prop)
     forward = _forward_seconds(ir, region)
     start = time.perf_counter()
-    margin = ncet.float_margin(ir, region)
+    options = OPTIONS.get(network, {})
+    margin = ncet.float_margin(ir, region, **options)
     margin_seconds = time.perf_counter() - start
     found = find_deviation(ir, region, onnx_file=corpus / network, samples=samples,
                            ascent_steps=steps)
     eps, dev = margin.eps.numpy(), found.deviation.numpy()
     ratios = [e / d for e, d in zip(eps, dev) if d > 0]
-    return Row(network, prop_path, len(eps), len(prop.cases), how, forward, margin_seconds,
+    return Row(network, prop_path, len(eps), len(prop.cases), how,
+               ", ".join(f"{k}={v}" for k, v in options.items()), forward, margin_seconds,
                found.seconds, found.evaluated, float(eps.max()), float(dev.max()),
                float(eps.max() / dev.max()) if dev.max() > 0 else None,
                statistics.median(ratios) if ratios else None,

@@ -26,7 +26,7 @@ def test_the_margin_benchmark_writes_its_table(tmp_path, capsys):
         assert row["min_ratio"] is None or row["min_ratio"] >= 1
         assert row["max_deviation"] <= row["max_eps"]
     table = (tmp_path / "margin.md").read_text()
-    assert "| `test/test_small.onnx` | `test_small.vnnlib` | 1 | 1 |" in table
+    assert "| `test/test_small.onnx` | `test_small.vnnlib` | 1 | 1 |  |" in table
     assert "| test | 2 |" in table and table in capsys.readouterr().out
 
 

@@ -37,9 +37,16 @@ corners above."""
 KEEP = 3
 """Candidates kept per output element and runtime for the certification."""
 
+ROUNDS = 4
+"""Rounds of perturbations around the worst points found so far (samples / 2 each)."""
+
 RADIUS_SHARE = 0.01
 """Above this share of the float64 difference the enclosure's radius is not negligible: the
 candidate is evaluated in exact rationals instead (where the op set allows)."""
+
+RATIONAL_WORK = 1 << 24
+"""Multiply-adds the exact rational evaluations may take in all (Python integers: about a
+microsecond each): between 2 and 32 points, the worst-ranked first."""
 
 _F64 = torch.float64
 
@@ -227,16 +234,24 @@ def _floor(q: Fraction) -> float:
     return float(np.nextafter(v, -np.inf)) if Fraction(v) > q else v
 
 
-def _certify(ir: GraphIR, shape, xs: np.ndarray, outputs: np.ndarray, ys: np.ndarray
-             ) -> tuple[np.ndarray, list[str]]:
-    """Certified lower bounds of |ys[i] - exact(xs[i])[outputs[i]]| for distinct float32
-    points xs (p, n), candidates i (output index and float value), and how the exact value
-    was bounded for each candidate."""
+def _multiply_adds(ir: GraphIR) -> int:
+    """The network's multiply-adds per sample (Linear and Conv2d nodes)."""
+    total = 0
+    for node in ir.nodes:
+        if node.op_type in ("Linear", "Conv2d"):
+            weight = ir.constants[node.attrs["weight"]].numel()
+            total += weight * (int(np.prod(node.shape[1:])) if node.op_type == "Conv2d" else 1)
+    return total
+
+
+def _certify(ir: GraphIR, shape, distinct: np.ndarray, which: np.ndarray,
+             outputs: np.ndarray, ys: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Certified lower bounds of |ys[i] - exact(distinct[which[i]])[outputs[i]]| for float32
+    points `distinct` (p, n) and candidates i (point, output index, float value), and how
+    the exact value was bounded for each candidate."""
     value = np.zeros(len(ys))
     radius = np.zeros(len(ys))
-    chunk = max(RUN_BUDGET // xs.shape[1], 1)
-    point = np.unique(xs, axis=0, return_inverse=True)
-    distinct, which = point[0], point[1].reshape(-1)
+    chunk = max(RUN_BUDGET // distinct.shape[1], 1)
     for s in range(0, len(distinct), chunk):
         out = enclose(ir, torch.from_numpy(distinct[s:s + chunk]).reshape(-1, *shape).to(_F64))
         v = torch.cat([out[o][0].reshape(-1, int(np.prod(out[o][0].shape[1:])))
@@ -250,15 +265,21 @@ def _certify(ir: GraphIR, shape, xs: np.ndarray, outputs: np.ndarray, ys: np.nda
     lower = np.maximum(np.nextafter(diff - radius, -np.inf), 0.0)
     how = ["enclosure"] * len(ys)
     exact: dict[int, list[Fraction] | None] = {}
-    for j in np.unique(outputs):  # the two best-ranked loose candidates of each output
-        loose = np.flatnonzero((outputs == j) & (radius > RADIUS_SHARE * diff) & (diff > 0))
-        for i in loose[np.argsort(-diff[loose])][:2]:
-            if which[i] not in exact:
-                try:
-                    exact[which[i]] = rational_at(
-                        ir, [Fraction(float(v)) for v in distinct[which[i]]])
-                except RationalUnavailable:
-                    exact[which[i]] = None
+    loose = np.flatnonzero((radius > RADIUS_SHARE * diff) & (diff > 0))
+    loose = loose[np.lexsort((-diff[loose], outputs[loose]))]  # by output, worst first
+    first = np.ones(len(loose), dtype=bool)
+    first[1:] = outputs[loose][1:] != outputs[loose][:-1]
+    second = np.zeros(len(loose), dtype=bool)
+    second[1:] = first[:-1] & ~first[1:]
+    chosen = loose[first | second]  # each output's two worst candidates, the worst first
+    chosen = chosen[np.argsort(-diff[chosen], kind="stable")]
+    most = int(np.clip(RATIONAL_WORK // max(_multiply_adds(ir), 1), 2, 32))
+    for i in chosen:
+        if which[i] not in exact and len(exact) < most:
+            try:
+                exact[which[i]] = rational_at(ir, [Fraction(float(v)) for v in distinct[which[i]]])
+            except RationalUnavailable:
+                exact[which[i]] = None
     for i in range(len(ys)):
         values = exact.get(which[i])
         if values is not None:
@@ -336,8 +357,10 @@ def _search(ir, shape, runners, found: _Candidates, lo, hi, samples, steps, rng)
         for iterate in _ascent(ir, lo[owner], hi[owner], starts, m, steps, rng,
                                {k: v.to(_F64) for k, v in ir.constants.items()}):
             run(iterate)
-    run(_perturbations(found.worst_points(4 * m), lo, hi, samples, rng))
-    single = found.worst_points(2 * KEEP * m)
+    for _ in range(ROUNDS):  # a hill climb: around the worst points found so far
+        run(_perturbations(found.worst_points(min(4 * m, samples)), lo, hi,
+                           max(samples // 2, 1), rng))
+    single = found.worst_points(max(min(2 * KEEP * m, samples // 4), 8))
     if len(single):
         ref = _reference(ir, single, shape)
         one = np.concatenate([runners[0][1](single[i:i + 1], shape) for i in range(len(single))])
@@ -355,12 +378,14 @@ def _best(ir, shape, found: _Candidates, boxes: int, start: float) -> Deviation:
     deviation, points = np.zeros(m), np.zeros((m, n), dtype=np.float32)
     who, how = [""] * m, [""] * m
     if len(index):
-        xs = found.points(index)
-        lower, exact = _certify(ir, shape, xs, outputs, found.y.reshape(-1)[live])
+        unique, which = np.unique(index, return_inverse=True)
+        which = which.reshape(-1)
+        distinct = found.points(unique)
+        lower, exact = _certify(ir, shape, distinct, which, outputs, found.y.reshape(-1)[live])
         for i in np.argsort(lower):  # ascending: each output ends with its largest
             j = outputs[i]
             if lower[i] > deviation[j]:
-                deviation[j], points[j], who[j], how[j] = (lower[i], xs[i],
-                                                           found.runtimes[runtime[i]], exact[i])
+                deviation[j], points[j], who[j], how[j] = (
+                    lower[i], distinct[which[i]], found.runtimes[runtime[i]], exact[i])
     return Deviation(torch.from_numpy(deviation), torch.from_numpy(points), tuple(who),
                      tuple(how), found.size, boxes, time.perf_counter() - start)
