@@ -37,7 +37,7 @@ $(STAMP): pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --upgrade pip
 	$(BIN)/python -m pip install -c constraints.txt -e '.[test]'
-	$(BIN)/python -m pip install -c constraints.txt --no-deps onnx2pytorch onnx2torch
+	$(BIN)/python -m pip install -c constraints.txt --no-deps onnx2pytorch onnx2torch onnxsim
 	touch $@
 
 demo: venv

@@ -22,12 +22,14 @@ from .frontend.conversion import convert, diagnose
 from .frontend.report import ConversionReport, Row
 from .ir import GraphIR, IRNode, Source
 from .onnx.import_errors import ONNXImportError
+from .passes import simplify
 from .properties import Adjudication, Property, VNNLIBError, WitnessError
 from .properties import adjudicate as _adjudicate
 from .properties import read_vnnlib as _read_vnnlib
 from .properties import read_witness as _read_witness
 from .properties import write_vnnlib as _write_vnnlib
 from .regions import Margin
+from .regions import tighten as _tighten
 from .regions.margin import float_margin as _float_margin
 
 # NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
@@ -37,6 +39,7 @@ load, save = from_caller(_load), from_caller(_save)
 read_vnnlib, write_vnnlib = from_caller(_read_vnnlib), from_caller(_write_vnnlib)
 adjudicate, read_witness = from_caller(_adjudicate), from_caller(_read_witness)
 float_margin = from_caller(_float_margin)
+tighten = from_caller(_tighten)
 
 try:
     __version__ = _metadata.version("ncet")
@@ -46,7 +49,7 @@ except _metadata.PackageNotFoundError:
 
 
 @from_caller
-def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
+def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None, simplify=False):
     """Write `ir` as an ONNX model, one ONNX node (or a small documented pattern) per IR node.
 
     Needs the `onnx` extra (`pip install ncet[onnx]`); `import ncet` does not import onnx.
@@ -67,6 +70,11 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
         opset: The ONNX opset of the default domain (18 or later); None for the profile's
             `default_opset` (canonical 21; verifier 18, which onnx2torch and older importers
             read).
+        simplify: Export `ncet.simplify(ir)`'s graph instead (BatchNorm and the input
+            normalisation folded, affine layers merged, identities dropped), once its
+            certificate holds; `metadata_props["ncet.simplification"]` says so, with the
+            passes applied. Certify the file with `check_onnx` against the simplified graph
+            (docs/simplification.md).
 
     Returns:
         The onnx.ModelProto.
@@ -75,7 +83,7 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
         ncet.onnx.ExportError: A node the profile cannot express exactly (the message names
             the node and the reason).
         ValueError: An unknown profile, a batch that is not a positive int, or an opset out
-            of range.
+            of range; with `simplify=True`, a simplification whose certificate does not hold.
         TypeError: `ir` is not a GraphIR.
         ImportError: onnx is not installed.
 
@@ -85,7 +93,11 @@ def to_onnx(ir, path=None, *, profile="canonical", batch=None, opset=None):
     from .onnx import to_onnx as export
 
     options = {} if opset is None else {"opset": opset}
-    return export(ir, path, profile=profile, batch=batch, **options)
+    if not simplify:
+        return export(ir, path, profile=profile, batch=batch, **options)
+    from .passes.export import export_simplified
+
+    return export_simplified(ir, path, export, profile=profile, batch=batch, **options)
 
 
 @from_caller
@@ -252,5 +264,5 @@ __all__ = [
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
     "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
     "read_vnnlib", "write_vnnlib", "adjudicate", "Adjudication", "WitnessError",
-    "read_witness", "float_margin", "Margin",
+    "read_witness", "float_margin", "Margin", "tighten", "simplify",
 ]

@@ -263,3 +263,26 @@ def test_a_network_that_is_not_a_graphir_or_splits_below_one_is_refused():
         ncet.float_margin(build(), _region(shape))
     with pytest.raises(ValueError, match="splits must be at least 1"):
         ncet.float_margin(ir, _region(shape), splits=0)
+
+
+def test_a_margin_for_a_simplified_network_speaks_about_the_deployed_original():
+    """simplified=: eps bounds |f_float32(original)(x) - [[simplified]](x)| (issue 35's
+    "a verdict on the simplified file still speaks about the original network")."""
+    build, shape = OP_ROWS["BatchNorm"]
+    ir = ncet.convert(_seeded(build()), shape)
+    simple, report = ncet.simplify(ir)
+    assert report.ok and len(simple.nodes) < len(ir.nodes), "the BatchNorm is folded"
+    lower, upper = _region(shape)
+    plain = ncet.float_margin(ir, (lower, upper))
+    margin = ncet.float_margin(ir, (lower, upper), simplified=simple)
+    assert bool((margin.contributions["<simplification>"] > 0).any())
+    assert bool((margin.eps >= plain.eps).all())
+    x = _points(lower, upper)
+    n = x.shape[0]
+    y32 = _flat(ncet.evaluate(ir, x, dtype=torch.float32), n).double()
+    enc = enclose(simple, x.double())
+    value, radius = enc[simple.outputs[0]]
+    deviation = ((y32 - value.reshape(n, -1)).abs() - radius.reshape(n, -1)).clamp(min=0)
+    assert bool((deviation.max(0).values <= margin.eps).all())
+    assert bool((value.reshape(n, -1) - radius.reshape(n, -1) >= margin.lower).all())
+    assert bool((value.reshape(n, -1) + radius.reshape(n, -1) <= margin.upper).all())

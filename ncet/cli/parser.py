@@ -8,7 +8,7 @@ import re
 import textwrap
 
 from ..examples import EXAMPLES
-from . import adjudicating, commands, diffing, importing
+from . import adjudicating, commands, diffing, importing, margining
 from .exporting import MAX_SAMPLES
 from .records import ncet_version
 from .targets import FORMS_HELP
@@ -28,6 +28,7 @@ examples:
   ncet diff before.ncet after.ncet              what changed between two GraphIRs
   ncet import net.onnx -o net.ncet              an ONNX file read into GraphIR, certified
   ncet adjudicate net.onnx prop.vnnlib x.counterexample   a verifier's counterexample judged
+  ncet margin net.onnx prop.vnnlib -o t.vnnlib  the float32 margin, the property tightened
 
 {textwrap.fill(FORMS_HELP, 88)}
 
@@ -64,6 +65,9 @@ COMMAND_EXAMPLES = {
                    "ncet adjudicate net.ncet prop.vnnlib x.counterexample --json",
                    "ncet adjudicate --many instances.csv",
                    "ncet adjudicate --many ../shared/vnncomp --json"),
+    "margin": ("ncet margin ACASXU_run2a_1_1_batch_2000.onnx prop_3.vnnlib",
+               "ncet margin net.onnx prop.vnnlib -o prop.tightened.vnnlib",
+               "ncet margin net.ncet prop.vnnlib --input-rounding --json"),
     "report": ("ncet report residual_cnn -o report.html",
                "ncet report mypkg.models:Net --input-shape 3,32,32 --eval -o net.html",
                "ncet report mlp -o mlp.html --export --profile verifier --lint eran --check"),
@@ -169,6 +173,10 @@ def build_parser() -> argparse.ArgumentParser:
                       "judge a verifier's counterexample: exact, float32, the competition's "
                       "rule", adjudicating.DESCRIPTION)
     adjudicating.add_arguments(judged)
+    margined = _command(sub, "margin", margining.run_margin, [json_only],
+                        "bound float32 against exact over a property's region; tighten it",
+                        margining.DESCRIPTION)
+    margining.add_arguments(margined)
     report = _command(sub, "report", commands.run_report,
                       [target, checking, exporting, json_only],
                       "write one self-contained HTML report",
@@ -191,7 +199,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _command(sub, name: str, run, parents, summary: str, description: str):
     lines = [f"  {line}" for line in COMMAND_EXAMPLES[name]]
     epilog = "examples:\n" + "\n".join(lines)
-    if name not in ("demo", "show", "import", "adjudicate"):
+    if name not in ("demo", "show", "import", "adjudicate", "margin"):
         epilog += "\n\n" + textwrap.fill(FORMS_HELP, 88)
     command = sub.add_parser(name, parents=parents, help=summary,
                              description=textwrap.fill(description, 88), epilog=epilog,

@@ -5,5 +5,6 @@ set by it (docs/margins.md)."""
 
 from .margin import float_margin
 from .margin_record import Margin
+from .tightening import tighten
 
-__all__ = ["Margin", "float_margin"]
+__all__ = ["Margin", "float_margin", "tighten"]

@@ -33,7 +33,7 @@ from ..exactness.bounds import SAFETY, rounding
 from ..exactness.flush_bounds import FLUSH_COMPARED, compared_eta, flush_term
 from ..exactness.rules import BOUND_RULES
 from ..ir import IRNode
-from .linear_bounds import State
+from .linear_bounds import State, per_row
 from .linear_maps import (
     apply,
     carry,
@@ -117,7 +117,7 @@ def record_slopes(state: State, errors: Errors, node: IRNode) -> None:
         index = window_argmax(node, lo - eps)
         sure = dominated(node, lo - eps, hi + eps, index)
         errors.slopes[node.name] = (index, sure)
-        errors.unstable[node.name] = (int((~sure).sum()), sure.numel())
+        errors.unstable[node.name] = (int((~sure).sum()), sure[0].numel())
         return
     k = 0.0 if node.op_type == "ReLU" else float(node.attrs["negative_slope"])
     pos, neg = lo - eps >= 0, hi + eps <= 0
@@ -125,7 +125,7 @@ def record_slopes(state: State, errors: Errors, node: IRNode) -> None:
     s_lo = torch.where(pos, 1.0, torch.where(neg, k, low)).to(_F64)
     s_hi = torch.where(pos, 1.0, torch.where(neg, k, high)).to(_F64)
     errors.slopes[node.name] = (s_lo, s_hi)
-    errors.unstable[node.name] = (int((~(pos | neg)).sum()), pos.numel())
+    errors.unstable[node.name] = (int((~(pos | neg)).flatten(1).sum(1).max()), pos[0].numel())
 
 
 def forward_error(state: State, errors: Errors, node: IRNode) -> torch.Tensor:
@@ -141,7 +141,7 @@ def forward_error(state: State, errors: Errors, node: IRNode) -> torch.Tensor:
     return SAFETY * (passed + errors.delta[node.name])
 
 
-MAX_GENERATORS = 256
+MAX_GENERATORS = 4096
 """Most noise generators a backward error pass keeps per row (`_Coefficients.reduce`)."""
 
 GENERATOR_BUDGET = 1 << 24
@@ -208,17 +208,21 @@ def _pull_slopes(co: _Coefficients, s_lo: torch.Tensor, s_hi: torch.Tensor, most
     new generator (|C| + sum |G|) h per element whose slope is free (m, h the slopes'
     midpoint and half-width)."""
     mid, half = (s_lo + s_hi) / 2, (s_hi - s_lo) / 2
-    free = (half > 0).flatten()
+    free = (half > 0).flatten(1).any(0)  # free in some row (the others get width 0)
     centre, gens = co.centre * mid, co.generators * mid.unsqueeze(1)
     rounding = 4 * _U64 * (centre.abs() + gens.abs().sum(1))
     radius = co.radius * (mid.abs() + half) * (1 + 4 * _U64) + rounding
     if bool(free.any()):
-        q = centre.shape[0]
-        width = ((co.centre.abs() + co.generators.abs().sum(1)) * half).flatten(1)
-        index = free.nonzero().flatten()
-        new = torch.zeros((q, index.numel(), width.shape[1]), dtype=_F64)
-        new[:, torch.arange(index.numel()), index] = width[:, index] * (1 + 4 * _U64)
-        gens = torch.cat([gens, new.view(q, index.numel(), *centre.shape[1:])], 1)
+        q, k = gens.shape[:2]
+        width = (co.centre.abs() + co.generators.abs().sum(1)) * half * (1 + 4 * _U64)
+        count, size = int(free.sum()), width[0].numel()
+        if most == 0 or q * (k + count) * size > 2 * GENERATOR_BUDGET:
+            radius = radius + width  # held as a box: no generator to pull
+        else:
+            index = free.nonzero().flatten()
+            new = torch.zeros((q, count, size), dtype=_F64)
+            new[:, torch.arange(count), index] = width.flatten(1)[:, index]
+            gens = torch.cat([gens, new.view(q, count, *centre.shape[1:])], 1)
     return _Coefficients(centre, gens, radius).reduce(most)
 
 
@@ -228,9 +232,11 @@ def backward_errors(state: State, errors: Errors, target: str, rows: torch.Tenso
     the box, sum_v span(M_v) . D_v (`INPUT_ROUNDING` for the input's own error); their
     sum, times SAFETY, is the bound. `generators`: how many free slopes are kept as
     zonotope generators (0: intervals only, cheaper and looser)."""
-    q = rows.shape[0]
+    q, pieces = rows.shape[0], state.lower[target].shape[0]
+    rows = rows.repeat(pieces, *([1] * (rows.dim() - 1))) if pieces > 1 else rows
     table: dict[str, _Coefficients] = {target: _Coefficients(
-        rows, torch.zeros((q, 0, *rows.shape[1:]), dtype=_F64), torch.zeros_like(rows))}
+        rows, torch.zeros((rows.shape[0], 0, *rows.shape[1:]), dtype=_F64),
+        torch.zeros_like(rows))}
     shares: dict[str, torch.Tensor] = {}
     order = [n.name for n in state.nodes]
     for node in reversed(state.nodes[:order.index(target) + 1]):
@@ -238,14 +244,17 @@ def backward_errors(state: State, errors: Errors, target: str, rows: torch.Tenso
         if co is None:
             continue
         if node.op_type == "Input":
-            shares[INPUT_ROUNDING] = (co.span() * errors.eps[node.name]).flatten(1).sum(1)
+            shares[INPUT_ROUNDING] = (co.span() * per_row(errors.eps[node.name], q)
+                                      ).flatten(1).sum(1)
             continue
         delta = errors.delta[node.name]
         if isinstance(delta, torch.Tensor):
-            shares[node.name] = (co.span() * delta).flatten(1).sum(1)
+            shares[node.name] = (co.span() * per_row(delta, q)).flatten(1).sum(1)
         if is_affine(node):
             pulled = zip(node.inputs, _pull_affine(node, state, co))
         elif node.op_type == "MaxPool2d":
+            if pieces > 1:
+                raise NotImplementedError("MaxPool2d is bounded one piece at a time")
             shape = state.shapes[node.inputs[0]]
             index, sure = errors.slopes[node.name]
             loose = window_sum_pull(node, co.span() * ~sure, shape)
@@ -257,7 +266,9 @@ def backward_errors(state: State, errors: Errors, target: str, rows: torch.Tenso
                     q, k, *shape),
                 scatter(co.radius * sure, index, shape) + loose))]
         else:
-            pulled = [(node.inputs[0], _pull_slopes(co, *errors.slopes[node.name], generators))]
+            s_lo, s_hi = errors.slopes[node.name]
+            pulled = [(node.inputs[0], _pull_slopes(co, per_row(s_lo, q), per_row(s_hi, q),
+                                                    generators))]
         for name, part in pulled:
             table[name] = table[name].merge(part).reduce(generators) if name in table else part
     return shares

@@ -127,10 +127,20 @@ def _relu_lines(lo, hi, k: float):
     return ls, lb, us, ub
 
 
+def per_row(t: torch.Tensor, rows: int) -> torch.Tensor:
+    """A per-piece tensor (P, ...) repeated for each of a piece's rows: (P * rows, ...),
+    the layout of every backward pass (piece-major)."""
+    return t if t.shape[0] == 1 else t.repeat_interleave(rows, 0)
+
+
 def lower_bounds(state: State, target: str, rows: torch.Tensor, box: tuple[torch.Tensor,
                  torch.Tensor]) -> torch.Tensor:
-    """Per row a (Q, *shape of target): a certified lower bound of min over the box of
-    a . target (before the slack), by backward linear relaxation."""
+    """Per row a (Q, *shape of target), for each of the P boxes (state tensors of batch P,
+    `box` likewise): a certified lower bound of min over the box of a . target (before the
+    slack), by backward linear relaxation; (P * Q,), piece-major."""
+    q = rows.shape[0]
+    pieces = box[0].shape[0]
+    rows = rows.repeat(pieces, *([1] * (rows.dim() - 1))) if pieces > 1 else rows
     coef: dict[str, torch.Tensor] = {target: rows}
     const = torch.zeros(rows.shape[0], dtype=_F64)
     order = [n.name for n in state.nodes]
@@ -140,9 +150,9 @@ def lower_bounds(state: State, target: str, rows: torch.Tensor, box: tuple[torch
             continue
         op = node.op_type
         if op == "Input":
-            lo, hi = box
+            lo, hi = per_row(box[0], q), per_row(box[1], q)
             const += (a.clamp(min=0) * lo + a.clamp(max=0) * hi).flatten(1).sum(1)
-            state.influence = state.influence + a.abs().sum(0, keepdim=True)
+            state.influence = state.influence + a.abs().view(pieces, q, *lo.shape[1:]).sum(1)
             continue
         if is_affine(node):
             const += (a * state.offsets[node.name]).flatten(1).sum(1)
@@ -153,6 +163,9 @@ def lower_bounds(state: State, target: str, rows: torch.Tensor, box: tuple[torch
         source = node.inputs[0]
         lo, hi = state.lower[source], state.upper[source]
         pos, neg = a.clamp(min=0), a.clamp(max=0)
+        if op == "MaxPool2d" and pieces > 1:
+            raise NotImplementedError("MaxPool2d is bounded one piece at a time")
+        lo, hi = per_row(lo, q), per_row(hi, q)
         if op in ("ReLU", "LeakyReLU"):
             k = 0.0 if op == "ReLU" else float(node.attrs["negative_slope"])
             ls, lb, us, ub = _relu_lines(lo, hi, k)
@@ -168,12 +181,26 @@ def lower_bounds(state: State, target: str, rows: torch.Tensor, box: tuple[torch
     return const
 
 
-def crown_bounds(state: State, target: str, box) -> tuple[torch.Tensor, torch.Tensor]:
-    """Lower and upper bounds of every element of `target` over the box (before the
-    slack): rows +e_j and -e_j in one backward pass."""
+def crown_bounds(state: State, target: str, box, chunk: int) -> tuple[torch.Tensor,
+                                                                        torch.Tensor]:
+    """Lower and upper bounds of every element of `target` over each box (before the
+    slack): rows +e_j and -e_j, `chunk` elements per backward pass."""
     shape = state.shapes[target]
-    n = int(torch.Size(shape).numel())
-    eye = torch.eye(n, dtype=_F64)
-    rows = torch.cat([eye, -eye]).view(2 * n, *shape)
-    const = lower_bounds(state, target, rows, box)
-    return const[:n].view(1, *shape), (-const[n:]).view(1, *shape)
+    n, pieces = int(torch.Size(shape).numel()), box[0].shape[0]
+    lower = torch.empty((pieces, n), dtype=torch.float64)
+    upper = torch.empty((pieces, n), dtype=torch.float64)
+    for start in range(0, n, chunk):
+        stop = min(n, start + chunk)
+        eye = unit_rows(n, start, stop)
+        const = lower_bounds(state, target, torch.cat([eye, -eye]).view(-1, *shape), box)
+        const = const.view(pieces, 2 * (stop - start))
+        lower[:, start:stop], upper[:, start:stop] = const[:, :stop - start], \
+            -const[:, stop - start:]
+    return lower.view(pieces, *shape), upper.view(pieces, *shape)
+
+
+def unit_rows(n: int, start: int, stop: int) -> torch.Tensor:
+    """Rows e_start .. e_(stop-1) of the n x n identity."""
+    rows = torch.zeros((stop - start, n), dtype=torch.float64)
+    rows[torch.arange(stop - start), torch.arange(start, stop)] = 1.0
+    return rows

@@ -52,12 +52,51 @@ def _transpose(fn, cotangent: torch.Tensor, shapes: list[tuple[int, ...]]
             for g, s in zip(grads, shapes)]
 
 
+def _scale(node: IRNode, consts: Consts, absolute: bool) -> float | torch.Tensor | None:
+    """The factor an elementwise node multiplies its input by (its transpose, the output
+    having the input's shape), or None for any other op."""
+    a = node.attrs
+    op = node.op_type
+    if op in ("Identity", "Reshape", "Flatten"):
+        return 1.0
+    if op != "ElementwiseAffine":
+        return None
+    k = a["scalar"] if a["constant"] is None else consts[a["constant"]]
+    kind = a["kind"]
+    if kind == "mul":
+        factor = k
+    elif kind == "div":
+        factor = 1.0 / k
+    else:
+        factor = 1.0 if a["tensor_position"] == 0 else (
+            a["alpha"] if kind == "add" else -a["alpha"])
+    return abs(factor) if absolute else factor
+
+
+def _direct(node: IRNode, cotangent: torch.Tensor, shapes, consts: Consts, absolute: bool):
+    """The transpose without autograd where it is a reshape or a scaling; else None."""
+    if node.op_type in ("Add", "Sub") and shapes[0] == shapes[1] == tuple(node.shape):
+        alpha = node.attrs["alpha"] if node.op_type == "Add" else -node.attrs["alpha"]
+        return [cotangent, cotangent * (abs(alpha) if absolute else alpha)]
+    if len(shapes) != 1 or (node.op_type == "ElementwiseAffine"
+                             and shapes[0] != tuple(node.shape)) \
+            or int(torch.Size(shapes[0]).numel()) != cotangent[0].numel():
+        return None
+    factor = _scale(node, consts, absolute)
+    if factor is None:
+        return None
+    return [(cotangent * factor).reshape(cotangent.shape[0], *shapes[0])]
+
+
 def pull(node: IRNode, cotangent: torch.Tensor, shapes: list[tuple[int, ...]],
          consts: Consts) -> list[torch.Tensor]:
     """L^T c for each input: the rows `cotangent` (Q, *out_shape) pulled back through the
     linear part of an affine node, one (Q, *in_shape) tensor per input."""
     if node.op_type == "Linear":
         return [cotangent @ consts[node.attrs["weight"]]]
+    direct = _direct(node, cotangent, shapes, consts, False)
+    if direct is not None:
+        return direct
     return _transpose(lambda xs: apply(node, xs, consts), cotangent, shapes)
 
 
@@ -66,8 +105,11 @@ def pull_abs(node: IRNode, cotangent: torch.Tensor, shapes: list[tuple[int, ...]
     """|L|^T c for each input (c >= 0), from the node's carry rule C(E) = |L| E."""
     if node.op_type == "Linear":
         return [cotangent @ abs_consts[node.attrs["weight"]]]
-    carry = BOUND_RULES[node.op_type].carry
-    return _transpose(lambda es: carry(node, es, abs_consts), cotangent, shapes)
+    direct = _direct(node, cotangent, shapes, abs_consts, True)
+    if direct is not None:
+        return direct
+    rule = BOUND_RULES[node.op_type].carry
+    return _transpose(lambda es: rule(node, es, abs_consts), cotangent, shapes)
 
 
 def carry(node: IRNode, radii: list[torch.Tensor], abs_consts: Consts) -> torch.Tensor:

@@ -24,13 +24,14 @@ from ..exactness.rules import subnormal_constants
 from ..ir import GraphIR
 from .float_errors import (
     INPUT_ROUNDING,
+    MAX_GENERATORS,
     Errors,
     backward_errors,
     forward_error,
     record_slopes,
     rounding_bound,
 )
-from .linear_bounds import State, crown_bounds, interval_step, magnitude_step
+from .linear_bounds import State, crown_bounds, interval_step, magnitude_step, unit_rows
 from .linear_maps import NONLINEAR, is_affine, offset
 from .margin_record import Margin
 
@@ -39,14 +40,27 @@ MAX_ROWS = 2048
 over a node of n elements pulls 2n rows through everything before it. Wider nodes get
 interval bounds and |W|-product errors (sound, looser)."""
 
+MAX_WORK = 1 << 28
+"""A backward pass is run for a node only if its rows times the widest node before it stay
+within this many elements (the cost of the pass, `_Network.backward`)."""
+
+CHUNK = 1 << 22
+"""Rows are pulled back in chunks of at most this many elements at the widest node."""
+
 SPLIT_DIMENSIONS = 16
 """Boxes with at most this many input elements are split (`AUTO_PIECES` pieces)."""
 
-AUTO_PIECES = 32
+AUTO_PIECES = 2048
 """How many pieces a low-dimensional box is split into by default."""
+
+BATCH = 16
+"""How many pieces are split, and their halves bounded together, at a time."""
 
 ONE_THREAD_BELOW = 4096
 """Networks whose widest node has at most this many elements are bounded on one thread."""
+
+SIMPLIFICATION = "<simplification>"
+"""The key of the simplification's bound in the contributions (`simplified=`)."""
 
 _F64 = torch.float64
 
@@ -78,8 +92,13 @@ class _Network:
         self.offsets = {n.name: offset(n, [self.shapes[i] for i in n.inputs], self.consts)
                         for n in ir.nodes if is_affine(n)}
         feeds = {n.inputs[0] for n in ir.nodes if n.op_type in NONLINEAR}
+        widest, self.chunk = 0, {}
+        for node in ir.nodes[:-1]:
+            widest = max(widest, math.prod(self.shapes[node.name]))
+            self.chunk[node.name] = max(1, CHUNK // widest)
         self.backward = {name for name in feeds | set(ir.outputs)
-                         if math.prod(self.shapes[name]) <= max_rows}
+                         if math.prod(self.shapes[name]) <= max_rows and 2 * math.prod(
+                             self.shapes[name]) * CHUNK // self.chunk[name] <= MAX_WORK}
         biggest = max(math.prod(s) for s in self.shapes.values())
         self.slack = max(2.0 ** -30, 16 * len(ir.nodes) * biggest * 2.0 ** -53)
         self.arithmetic = read_arithmetic_model()
@@ -90,8 +109,9 @@ class _Network:
         if not self.arithmetic.certified:
             raise RuntimeError("no certified float margin: " + self.arithmetic.describe())
 
-    def bound(self, lower: torch.Tensor, upper: torch.Tensor, input_rounding: bool) -> _Piece:
-        """Bound one box (batch-1 tensors of the input's shape)."""
+    def bound(self, lower: torch.Tensor, upper: torch.Tensor, input_rounding: bool
+              ) -> list[_Piece]:
+        """Bound P boxes at once ((P, *input shape) tensors), one `_Piece` each."""
         state = State(self.ir.nodes, self.consts, self.abs_consts, self.shapes, self.offsets,
                       self.slack)
         errors = Errors(self.arithmetic, dict(self.ir.constants))
@@ -105,18 +125,28 @@ class _Network:
             state.magnitude[node.name] = magnitude_step(state, node)
             state.widen(node.name, *interval_step(state, node))
             if node.name in self.backward and node.name not in self.ir.outputs:
-                state.widen(node.name, *crown_bounds(state, node.name, (lower, upper)))
+                state.widen(node.name, *crown_bounds(state, node.name, (lower, upper),
+                                                     self.chunk[node.name]))
             errors.delta[node.name] = rounding_bound(state, errors, node, self.dtypes)
             if node.op_type in NONLINEAR:
                 record_slopes(state, errors, node)
             errors.eps[node.name] = forward_error(state, errors, node)
-            if node.name in self.backward and node.name not in self.ir.outputs:
-                shares = backward_errors(state, errors, node.name, _eye(self.shapes[node.name]),
-                                         generators=0)
-                total = SAFETY * sum(shares.values())
-                errors.eps[node.name] = torch.minimum(
-                    errors.eps[node.name], total.view_as(errors.eps[node.name]))
         return self._outputs(state, errors, (lower, upper))
+
+    def _errors(self, state: State, errors: Errors, name: str, generators: int
+                ) -> dict[str, torch.Tensor]:
+        """`backward_errors` for every element of `name`, in chunks of rows: each node's
+        share, (P, elements)."""
+        shape, pieces = self.shapes[name], state.lower[name].shape[0]
+        n, step = math.prod(shape), self.chunk[name]
+        starts = range(0, n, step)
+        parts = [backward_errors(state, errors, name,
+                                 unit_rows(n, a, min(n, a + step)).view(-1, *shape),
+                                 generators) for a in starts]
+        zero = torch.zeros(pieces * n, dtype=_F64)
+        return {k: torch.cat([p.get(k, zero[:pieces * (min(n, a + step) - a)]).view(pieces, -1)
+                              for a, p in zip(starts, parts)], 1)
+                for k in {k for p in parts for k in p}}
 
     def _input_error(self, magnitude: torch.Tensor, input_rounding: bool) -> torch.Tensor:
         dtype = self.dtypes[self.input.name]
@@ -128,36 +158,33 @@ class _Network:
             eps = eps + torch.finfo(dtype).smallest_normal
         return SAFETY * eps
 
-    def _outputs(self, state: State, errors: Errors, box) -> _Piece:
+    def _outputs(self, state: State, errors: Errors, box) -> list[_Piece]:
+        pieces = box[0].shape[0]
         eps, lower, upper, shares = [], [], [], {}
         for name in self.ir.outputs:
             n = math.prod(self.shapes[name])
             if name in self.backward:
-                state.widen(name, *crown_bounds(state, name, box))
-                own = backward_errors(state, errors, name, _eye(self.shapes[name]))
+                state.widen(name, *crown_bounds(state, name, box, self.chunk[name]))
+                own = self._errors(state, errors, name, MAX_GENERATORS)
                 eps.append(SAFETY * sum(own.values()))
                 for key, value in own.items():
                     shares.setdefault(key, []).append((len(eps) - 1, value))
             else:
-                eps.append(errors.eps[name].reshape(n))
-            lower.append(state.lower[name].reshape(n))
-            upper.append(state.upper[name].reshape(n))
-        sizes = [e.numel() for e in eps]
-        starts = np.cumsum([0, *sizes])
+                eps.append(errors.eps[name].reshape(pieces, n))
+            lower.append(state.lower[name].reshape(pieces, n))
+            upper.append(state.upper[name].reshape(pieces, n))
+        starts = np.cumsum([0, *(e.shape[1] for e in eps)])
         merged = {}
         for key, parts in shares.items():
-            full = torch.zeros(int(starts[-1]), dtype=_F64)
+            full = torch.zeros((pieces, int(starts[-1])), dtype=_F64)
             for k, value in parts:
-                full[starts[k]:starts[k + 1]] = value
+                full[:, starts[k]:starts[k + 1]] = value
             merged[key] = full
-        influence = torch.as_tensor(state.influence, dtype=_F64).expand_as(box[0])
-        return _Piece(torch.cat(eps), torch.cat(lower), torch.cat(upper), merged,
-                      dict(errors.unstable), influence * (box[1] - box[0]))
-
-
-def _eye(shape: tuple[int, ...]) -> torch.Tensor:
-    n = math.prod(shape)
-    return torch.eye(n, dtype=_F64).view(n, *shape)
+        influence = torch.as_tensor(state.influence, dtype=_F64).expand_as(box[0]) \
+            * (box[1] - box[0])
+        eps, lower, upper = torch.cat(eps, 1), torch.cat(lower, 1), torch.cat(upper, 1)
+        return [_Piece(eps[i], lower[i], upper[i], {k: v[i] for k, v in merged.items()},
+                       dict(errors.unstable), influence[i:i + 1]) for i in range(pieces)]
 
 
 def _as_box(shape: tuple[int, ...], lower, upper) -> tuple[torch.Tensor, torch.Tensor]:
@@ -211,18 +238,29 @@ def _split(lower, upper, score):
 
 
 def _bound_box(net: _Network, box, pieces: int, input_rounding: bool) -> list[_Piece]:
+    """Bound the box, then split the pieces with the largest eps (up to `BATCH` at a time,
+    bounded together) until there are `pieces`."""
     lower, upper = box
-    done = [((lower, upper), net.bound(lower, upper, input_rounding))]
+    done = list(zip([box], net.bound(lower, upper, input_rounding)))
+    batch = 1 if any(n.op_type == "MaxPool2d" for n in net.ir.nodes) else BATCH
     while len(done) < pieces and bool((upper > lower).any()):
-        worst = max(range(len(done)), key=lambda i: float(done[i][1].eps.max()))
-        (lo, hi), piece = done.pop(worst)
-        for part in _split(lo, hi, piece.influence):
-            done.append((part, net.bound(*part, input_rounding)))
+        count = min(batch, len(done), pieces - len(done))
+        order = sorted(range(len(done)), key=lambda i: -float(done[i][1].eps.max()))
+        worst = sorted(order[:count], reverse=True)
+        parts = [part for i in worst for part in _split(*done[i][0], done[i][1].influence)]
+        for i in worst:
+            done.pop(i)
+        groups = [parts] if batch > 1 else [[part] for part in parts]
+        for group in groups:
+            lows = torch.cat([lo for lo, _ in group])
+            highs = torch.cat([hi for _, hi in group])
+            done.extend(zip(group, net.bound(lows, highs, input_rounding)))
     return [piece for _, piece in done]
 
 
 def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
-                 splits: int | None = None, max_rows: int = MAX_ROWS) -> Margin:
+                 splits: int | None = None, max_rows: int = MAX_ROWS,
+                 simplified: GraphIR | None = None) -> Margin:
     """A certified bound eps with |f_float(x) - [[G]](x)| <= eps for every x in `region`,
     per output element, under the certificate's arithmetic model (docs/margins.md).
 
@@ -232,9 +270,15 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
             pair of tensors or arrays (one sample's shape, or flattened), or a list of pairs.
         input_rounding: Also cover the input's rounding to the network's dtype (a region
             written in decimals, a deployed input in float32).
-        splits: How many pieces each box may be split into (None: `AUTO_PIECES` for inputs
-            of at most `SPLIT_DIMENSIONS` elements, else 1).
+        splits: How many pieces each box may be split into (None: `AUTO_PIECES` shared by
+            the boxes, for inputs of at most `SPLIT_DIMENSIONS` elements on networks whose
+            widest node has at most `ONE_THREAD_BELOW` elements; else 1).
         max_rows: The widest node bounded by backward passes (`MAX_ROWS`).
+        simplified: `ncet.simplify(network)`'s graph, when a verifier judges that one:
+            eps then bounds |f_float(x) - [[simplified]](x)|, the deployed network against
+            the simplified one's exact value (this margin plus the simplification's bound
+            over the region, `SIMPLIFICATION`), so that a verdict on the simplified file
+            speaks about `network` as deployed; the range holds both exact outputs.
 
     Returns:
         A `Margin`: `.eps` (float64, one value per output element, VNN-LIB numbering), the
@@ -255,13 +299,13 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
                         f"got {type(network).__name__}")
     net = _Network(network, max_rows)
     boxes = region_boxes(network, region)
-    if splits is None:
-        splits = AUTO_PIECES if math.prod(net.shapes[net.input.name]) <= SPLIT_DIMENSIONS \
-            else 1
+    small = max(math.prod(s) for s in net.shapes.values()) <= ONE_THREAD_BELOW
+    if splits is None:  # AUTO_PIECES shared by the boxes
+        splits = max(1, AUTO_PIECES // len(boxes)) if small and math.prod(
+            net.shapes[net.input.name]) <= SPLIT_DIMENSIONS else 1
     if splits < 1:
         raise ValueError(f"splits must be at least 1; got {splits}")
     threads = torch.get_num_threads()
-    small = max(math.prod(s) for s in net.shapes.values()) <= ONE_THREAD_BELOW
     try:  # small matrices: threads only contend (10x slower on a busy 2-core machine)
         if small:
             torch.set_num_threads(1)
@@ -277,12 +321,20 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
     for p in pieces:
         for k, (n, total) in p.unstable.items():
             unstable[k] = (max(n, unstable.get(k, (0, 0))[0]), total)
-    return Margin(eps=eps.max(0).values, lower=torch.stack([p.lower for p in pieces]).min(0)
-                  .values, upper=torch.stack([p.upper for p in pieces]).max(0).values,
-                  contributions=shares, unstable=unstable, boxes=len(boxes),
-                  pieces=len(pieces), dtype=network.node(network.outputs[0]).dtype,
-                  input_rounding=input_rounding, arithmetic=net.arithmetic.describe(),
-                  seconds=time.perf_counter() - start)
+    eps = eps.max(0).values
+    lower = torch.stack([p.lower for p in pieces]).min(0).values
+    upper = torch.stack([p.upper for p in pieces]).max(0).values
+    if simplified is not None:
+        from ..passes.region_bound import simplification_bound
+        bound = simplification_bound(network, simplified, region)
+        eps, lower, upper = eps + bound, lower - bound, upper + bound
+        eps, upper, lower = eps * SAFETY, upper + upper.abs() * 2 ** -52, \
+            lower - lower.abs() * 2 ** -52
+        shares[SIMPLIFICATION] = bound
+    return Margin(eps=eps, lower=lower, upper=upper, contributions=shares, unstable=unstable,
+                  boxes=len(boxes), pieces=len(pieces),
+                  dtype=network.node(network.outputs[0]).dtype, input_rounding=input_rounding,
+                  arithmetic=net.arithmetic.describe(), seconds=time.perf_counter() - start)
 
 
-__all__ = ["INPUT_ROUNDING", "float_margin", "region_boxes"]
+__all__ = ["INPUT_ROUNDING", "SIMPLIFICATION", "float_margin", "region_boxes"]
