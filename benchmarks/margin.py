@@ -189,6 +189,14 @@ def markdown(rows: list[Row], info: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _write(out: Path, rows: list[Row], info: dict, planned: int) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".json").write_text(json.dumps(
+        {"machine": info, "planned": planned, "rows": [asdict(r) for r in rows]}, indent=1,
+        default=str))
+    out.with_suffix(".md").write_text(markdown(rows, info))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -205,6 +213,9 @@ def main(argv: list[str] | None = None) -> int:
              and (not args.only or any(s in n for s in args.only))]
     pairs = [(n, p) for n, p in (quick(pairs) if args.quick else pairs)
              if ncet.diagnose_onnx(args.corpus / n).ok]
+    info = {**machine(),
+            "search": f"{args.samples} samples, {args.steps} ascent steps, seed 0",
+            "skipped": SKIPPED}
     rows, wrong = [], []
     for network, prop in pairs:
         row = measure(args.corpus, network, prop, args.samples, args.steps)
@@ -212,16 +223,9 @@ def main(argv: list[str] | None = None) -> int:
         print(" | ".join(row.cells()), flush=True)
         if row.min_ratio is not None and row.min_ratio < 1:
             wrong.append(f"{network} {prop}: eps_j / dev_j = {row.min_ratio:.3g} < 1")
-    info = {**machine(),
-            "search": f"{args.samples} samples, {args.steps} ascent steps, seed 0",
-            "skipped": SKIPPED}
-    table = markdown(rows, info)
-    print(table)
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.with_suffix(".json").write_text(json.dumps(
-            {"machine": info, "rows": [asdict(r) for r in rows]}, indent=1, default=str))
-        args.out.with_suffix(".md").write_text(table)
+        if args.out:  # after every row: a long run stopped early keeps what it measured
+            _write(args.out, rows, info, len(pairs))
+    print(markdown(rows, info))
     for line in wrong:
         print("WRONG BOUND:", line, file=sys.stderr)
     return 1 if wrong else 0
