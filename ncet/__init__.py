@@ -31,6 +31,7 @@ from .properties import write_vnnlib as _write_vnnlib
 from .regions import Margin
 from .regions import tighten as _tighten
 from .regions.margin import float_margin as _float_margin
+from .suites import run_suite as _run_suite
 
 # NCET's errors from these read from the caller's line (docs/reliability.md; NCET_DEBUG=1
 # keeps the internal frames); convert and diagnose are wrapped where they are defined.
@@ -40,6 +41,7 @@ read_vnnlib, write_vnnlib = from_caller(_read_vnnlib), from_caller(_write_vnnlib
 adjudicate, read_witness = from_caller(_adjudicate), from_caller(_read_witness)
 float_margin = from_caller(_float_margin)
 tighten = from_caller(_tighten)
+run_suite = from_caller(_run_suite)  # imports Dask only when called
 
 try:
     __version__ = _metadata.version("ncet")
@@ -264,5 +266,5 @@ __all__ = [
     "check_onnx", "Comparison", "compare", "evaluate", "lint_onnx", "load", "save",
     "to_onnx", "from_onnx", "diagnose_onnx", "ONNXImportError", "Property", "VNNLIBError",
     "read_vnnlib", "write_vnnlib", "adjudicate", "Adjudication", "WitnessError",
-    "read_witness", "float_margin", "Margin", "tighten", "simplify",
+    "read_witness", "float_margin", "Margin", "tighten", "simplify", "run_suite",
 ]

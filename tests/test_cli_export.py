@@ -162,8 +162,8 @@ def test_json_has_the_file_and_what_was_asked(tmp_path, capsys):
     status, doc = call_json(capsys, "export", "residual_cnn", "-o", str(path), "--batch", "3")
     assert status == 0 and doc["ok"] is True and doc["command"] == "export"
     assert set(doc) == {"schema_version", "ncet_version", "command", "target", "input_shapes",
-                        "eval", "rewrite", "ok", "conversion", "export", "lint",
-                        "onnx_exactness"}
+                        "eval", "rewrite", "ok", "conversion", "simplification", "export",
+                        "lint", "onnx_exactness"}
     export = doc["export"]
     model = onnx.load(path)
     data = path.read_bytes()

@@ -22,8 +22,8 @@ FAKE = "exact within the certified bounds on 96 samples"
 """What a hostile node name would like to print as a line of its own."""
 
 DOC_KEYS = {"schema_version", "ncet_version", "command", "path", "ok", "error", "onnx",
-            "batch_mode", "conversion", "exactness", "output", "export", "lint",
-            "onnx_exactness"}
+            "batch_mode", "conversion", "exactness", "output", "simplification", "export",
+            "lint", "onnx_exactness"}
 ROW_KEYS = {"node", "onnx_op", "kind", "index", "op_type", "status", "code", "message", "hint",
             "shape", "location"}
 

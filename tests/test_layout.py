@@ -21,11 +21,12 @@ PUBLIC_API = {
     "check_onnx", "lint_onnx", "compare", "Comparison", "from_onnx", "diagnose_onnx",
     "ONNXImportError", "read_vnnlib", "write_vnnlib", "Property", "VNNLIBError",
     "adjudicate", "Adjudication", "WitnessError", "read_witness", "float_margin", "Margin",
-    "tighten", "simplify",
+    "tighten", "simplify", "run_suite",
 }
 
 SUBPACKAGES = ("ncet.frontend", "ncet.exactness", "ncet.format", "ncet.render", "ncet.onnx",
-               "ncet.properties", "ncet.regions", "ncet.passes")
+               "ncet.properties", "ncet.regions", "ncet.passes",
+               "ncet.suites")
 
 
 def test_the_public_api_is_designs():

@@ -2,8 +2,8 @@
 
 The static forms (DataFrames, HTML strings, matplotlib figures) need pandas and matplotlib
 only; the interactive views (`MappingTable`, `BoundaryPanel`, `ExactnessPanel`,
-`GraphView`, `SummaryPanel`, `CompareView`, `Workbench`, `AdjudicationView`) import
-ipywidgets when first used.
+`GraphView`, `SummaryPanel`, `CompareView`, `Workbench`, `AdjudicationView`, `MarginView`)
+import ipywidgets when first used.
 The exactness figures are `ncet.render`'s, the ones the HTML report draws; the views use only
 the public names of `ncet` and `ncet.render`.
 """
@@ -36,6 +36,8 @@ _LAZY = {
     "frame_download": ".downloads",
     "AdjudicationView": ".adjudication",
     "adjudication_html": ".adjudication",
+    "MarginView": ".margin",
+    "margin_view_html": ".margin",
 }
 """Imported on first use: the widgets need ipywidgets, the figures matplotlib."""
 

@@ -1,7 +1,7 @@
 """Workbench: the mapping table, support boundary, exactness, graph (and summary) views of
 one model in one tabbed widget, computing lazily, with one node selection shared by all;
-and, when given one, an adjudication of a counterexample (`AdjudicationView`) in a last
-tab."""
+and, when given them, an adjudication of a counterexample (`AdjudicationView`) and a float
+margin (`MarginView`) in tabs of their own after those."""
 
 from __future__ import annotations
 
@@ -35,7 +35,10 @@ EXACTNESS_TAB, GRAPH_TAB = 2, 3
 SUMMARY_TAB = 4 if HAS_SUMMARY else None
 
 ADJUDICATION_TITLE = "Adjudication"
-"""The title of the adjudication tab (last; only when the Workbench has an adjudication)."""
+"""The title of the adjudication tab (only when the Workbench has an adjudication)."""
+
+MARGIN_TITLE = "Float margin"
+"""The title of the float margin tab (only when the Workbench has a margin)."""
 
 
 class Workbench(StaticFallback, W.Tab):
@@ -60,7 +63,8 @@ class Workbench(StaticFallback, W.Tab):
         graph: The GraphView (built on first access), or None when the model does not
             convert.
         summary: The SummaryPanel (built on first access), when widgets/summary.py exists.
-        adjudication: The AdjudicationView in the last tab, or None without one.
+        adjudication: The AdjudicationView in its tab, or None without one.
+        margin: The MarginView in its tab, or None without one.
         selected: The node last selected in any view (None for none).
         run_button: Button that runs the exactness check.
         progress: IntProgress driven by check_exactness's progress callback.
@@ -74,11 +78,12 @@ class Workbench(StaticFallback, W.Tab):
         >>> bench.save_html("report.html")
         >>> bench.add_adjudication(AdjudicationView.of(model, prop, witness,
         ...                                            input_shape=(3, 32, 32)))
+        >>> bench.add_margin(ncet.float_margin(bench.report.graph, prop), prop)
     """
 
     def __init__(self, model: nn.Module, *input_shapes, dtype: torch.dtype = torch.float32,
                  rewrite: bool = False, page_size: int = 25, max_nodes: int = 400,
-                 adjudication=None):
+                 adjudication=None, margin=None):
         self.model = model
         self.input_shapes = tuple(tuple(s) for s in input_shapes)
         self.rewrite = rewrite
@@ -93,6 +98,7 @@ class Workbench(StaticFallback, W.Tab):
         self._graph: GraphView | None = None
         self._summary = None
         self.adjudication = None
+        self.margin = None
 
         self.run_button = W.Button(description="Run exactness check", button_style="primary",
                                    disabled=not self.report.ok, layout=W.Layout(width="220px"))
@@ -117,10 +123,12 @@ class Workbench(StaticFallback, W.Tab):
         self._follow(self.mapping)
         if adjudication is not None:
             self.add_adjudication(adjudication)
+        if margin is not None:
+            self.add_margin(margin)
 
     def add_adjudication(self, adjudication):
-        """Show an adjudication of a counterexample to this model in the last tab (replacing
-        the one shown).
+        """Show an adjudication of a counterexample to this model in a tab of its own after
+        the others (replacing the one shown).
 
         Args:
             adjudication: An AdjudicationView, or an ncet.Adjudication (shown without the
@@ -136,17 +144,44 @@ class Workbench(StaticFallback, W.Tab):
 
         view = adjudication if isinstance(adjudication, AdjudicationView) else \
             AdjudicationView(adjudication)
-        children = list(self.children)
-        if self.adjudication is None:
-            children.append(view)
-            titles = (*self.titles, ADJUDICATION_TITLE)
-        else:
-            children[-1] = view
-            titles = self.titles
+        self._show(ADJUDICATION_TITLE, self.adjudication, view)
         self.adjudication = view
-        self.children = children
-        self.titles = titles
         return view
+
+    def add_margin(self, margin, property=None):
+        """Show a float margin over a region of this model's inputs in a tab of its own
+        after the others (replacing the one shown): eps per output, where it comes from,
+        the unstable neurons, and (given `property`) the property's unsafe rows against it.
+
+        Args:
+            margin: A MarginView, or a Margin (`ncet.float_margin`; shown with this model's
+                GraphIR naming its nodes' op_types).
+            property: The Property the margin was computed for (only with a Margin).
+
+        Returns:
+            The MarginView shown (also `margin`).
+
+        Raises:
+            TypeError: Neither.
+        """
+        from .margin import MarginView
+
+        view = margin if isinstance(margin, MarginView) else \
+            MarginView(margin, property, self.report.graph)
+        self._show(MARGIN_TITLE, self.margin, view)
+        self.margin = view
+        return view
+
+    def _show(self, title: str, old, view) -> None:
+        """Put `view` in the tab of `old` (a view shown before) or in a new last tab."""
+        children, titles = list(self.children), list(self.titles)
+        if old is None:
+            children.append(view)
+            titles.append(title)
+        else:
+            children[children.index(old)] = view
+        self.children = children
+        self.titles = tuple(titles)
 
     def _idle_text(self) -> str:
         if not self.report.ok:
@@ -285,8 +320,8 @@ class Workbench(StaticFallback, W.Tab):
             parts.append(self._graph._static_html())
         if SUMMARY_TAB is not None:
             parts += [f"<h3>{TITLES[SUMMARY_TAB]}</h3>", self.summary.to_html()]
-        if self.adjudication is not None:
-            parts += [f"<h3>{ADJUDICATION_TITLE}</h3>", self.adjudication.to_html()]
+        for title, view in zip(self.titles[len(TITLES):], self.children[len(TITLES):]):
+            parts += [f"<h3>{escape(title)}</h3>", view.to_html()]  # adjudication, margin
         parts.append("</div>")
         return "".join(parts)
 

@@ -23,9 +23,13 @@ from ..render.export_section import ExportFacts, batch_text
 from .exporting import (
     EXPORT_OPTIONS,
     ExportOptionError,
+    SimplificationRefused,
     asked_export,
     check_export_options,
     export_facts,
+    simplification_record,
+    simplification_text,
+    simplified,
 )
 from .phrasing import diagnose  # ncet.diagnose, its hints naming the command's flags
 from .progress import ProgressBar
@@ -136,11 +140,24 @@ def run_export(args: argparse.Namespace) -> int:
     check_export(args)
     target = _load(args)
     report = diagnose(target.model, *target.input_shapes, **_options(args))
-    facts = export_to(args, report.graph, args.output) if report.ok else None
+    try:
+        graph, simplification = simplify_for_export(args, report.graph, args.output) \
+            if report.ok else (None, None)
+    except SimplificationRefused as refusal:  # one line, nothing written
+        if args.json:
+            _print_json("export", **_about(target, args), ok=False,
+                        conversion=conversion_record(report),
+                        simplification=simplification_record(refusal.report),
+                        **export_fields(None))
+        print(f"ncet export: error: {refusal}", file=sys.stderr)
+        return FAILED
+    facts = export_to(args, graph, args.output, simplification) if report.ok else None
     ok = facts is not None and facts.ok
     if args.json:
         _print_json("export", **_about(target, args), ok=ok,
-                    conversion=conversion_record(report), **export_fields(facts))
+                    conversion=conversion_record(report),
+                    simplification=simplification_record(simplification),
+                    **export_fields(facts))
     elif facts is None or not facts.exported:
         if facts is None:
             _print_problems(target, report)
@@ -149,12 +166,15 @@ def run_export(args: argparse.Namespace) -> int:
             print(f"{target.text}: {report.summary()}; export refused")
         print(f"nothing written to {args.output}")
     else:
-        _print_export(target, report, facts)
+        _print_export(target, report, facts, simplification)
     return _status(ok)
 
 
-def _print_export(target: Target, report: ConversionReport, facts: ExportFacts) -> None:
+def _print_export(target: Target, report: ConversionReport, facts: ExportFacts,
+                  simplification=None) -> None:
     print(f"{target.text}: {report.summary()}")
+    if simplification is not None:
+        print(simplification_text(simplification))
     print_export(facts)
 
 
@@ -258,11 +278,21 @@ def check_export(args: argparse.Namespace) -> None:
         raise UsageError(str(error)) from error
 
 
-def export_to(args: argparse.Namespace, ir, path: str | None = None) -> ExportFacts:
-    """`export_facts` (to `path`, or in memory); an option to_onnx refuses, or a path that
-    cannot be written, is a usage error."""
+def simplify_for_export(args: argparse.Namespace, ir, path: str | None = None):
+    """`simplified` (the graph to export and its simplification report, with --simplify);
+    an option to_onnx refuses is a usage error, found before simplifying."""
     try:
-        return export_facts(args, ir, path)
+        return simplified(args, ir, path)
+    except ExportOptionError as error:
+        raise UsageError(str(error)) from error
+
+
+def export_to(args: argparse.Namespace, ir, path: str | None = None,
+              simplification=None) -> ExportFacts:
+    """`export_facts` (to `path`, or in memory; `ir` simplified by `simplification`, when
+    given); an option to_onnx refuses, or a path that cannot be written, is a usage error."""
+    try:
+        return export_facts(args, ir, path, simplification)
     except ExportOptionError as error:
         raise UsageError(str(error)) from error
 

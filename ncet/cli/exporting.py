@@ -1,6 +1,7 @@
-"""ONNX export for the command line: the options checked before converting, then the file
-exported (to a path, or in memory for the report), linted and checked, gathered as the
-renderers' `ExportFacts`."""
+"""ONNX export for the command line: the options checked before converting, then (with
+--simplify) the graph simplified and its certificate read, then the file exported (to a
+path, or in memory for the report), linted and checked, gathered as the renderers'
+`ExportFacts`."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import ncet
 
 from ..exactness.check import DEFAULT_SCALES
 from ..exactness.report import ExactnessReport
+from ..format.atomic import atomic_writer
 from ..ir import GraphIR
 from ..render.export_section import ExportFacts
 from .phrasing import cli_phrased
@@ -29,6 +31,18 @@ DEFAULT_PROFILE = "canonical"
 
 EXPORT_OPTIONS = ("profile", "batch", "opset", "lint", "check")
 """The options that shape an export (`--profile`, ...): `ncet report` takes them with --export."""
+
+
+class SimplificationRefused(Exception):
+    """--simplify: the simplification's certificate does not hold, so nothing is written.
+    The message is one line (the verdict says which pass and node); `report` is the
+    `SimplificationReport`."""
+
+    def __init__(self, report, path: str | None):
+        self.report = report
+        where = f" to {path}" if path is not None else ""
+        super().__init__(f"the simplification is not certified, so nothing is written{where} "
+                         f"({report.verdict()}); export without --simplify")
 
 
 class ExportOptionError(Exception):
@@ -86,10 +100,42 @@ def asked_export(args: argparse.Namespace) -> ExportFacts:
     return ExportFacts(profile, args.batch, _opset(args, profile))
 
 
-def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
-                 ) -> ExportFacts:
+def simplified(args: argparse.Namespace, ir: GraphIR, path: str | None = None):
+    """`(ncet.simplify(ir)'s graph, its report)` with --simplify, `(ir, None)` without.
+
+    Raises:
+        ExportOptionError: to_onnx would refuse the arguments (checked before simplifying).
+        SimplificationRefused: The simplification's certificate does not hold (`path` is
+            where nothing will be written, for the message).
+    """
+    if not getattr(args, "simplify", False):
+        return ir, None
+    _check_export_arguments(args, ir)  # before simplifying, which takes a while
+    graph, report = ncet.simplify(ir)
+    if not report.ok:
+        raise SimplificationRefused(report, path)
+    return graph, report
+
+
+def _check_export_arguments(args: argparse.Namespace, ir: GraphIR) -> None:
+    """What to_onnx refuses of --profile, --batch and --opset, refused as export_facts
+    refuses it (the same message)."""
+    from ..onnx.model import _check_arguments
+
+    profile = args.profile or DEFAULT_PROFILE
+    try:
+        _check_arguments(ir, profile, args.batch, _opset(args, profile))
+    except ValueError as error:
+        raise ExportOptionError(f"{cli_phrased(str(error))} (--profile, --batch, --opset)") \
+            from error
+
+
+def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None,
+                 simplification=None) -> ExportFacts:
     """Export `ir` as the options say (to `path`, atomically, or in memory), then lint and
-    check the model when asked.
+    check the model when asked. With `simplification` (the certified `SimplificationReport`
+    that made `ir`), the file is what `to_onnx(original, simplify=True)` writes: the
+    verdict in its `metadata_props`, and --check certifies it against `ir`.
 
     Returns:
         The facts; a refusal (`ncet.onnx.ExportError`) is their `error`, nothing written.
@@ -104,7 +150,10 @@ def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
     opset = _opset(args, profile)
     asked = {"profile": profile, "batch": args.batch, "opset": opset}
     try:
-        model = ncet.to_onnx(ir, path, **asked)
+        if simplification is None:
+            model = ncet.to_onnx(ir, path, **asked)
+        else:
+            model = _export_simplified(ir, path, simplification, asked)
     except ExportError as error:
         return ExportFacts(**asked, error=cli_phrased(str(error)), path=path)
     except ValueError as error:  # an argument to_onnx does not take: the user's to change
@@ -122,6 +171,52 @@ def export_facts(args: argparse.Namespace, ir: GraphIR, path: str | None = None
         batch_axis=_batch_axis(model),
         metadata=tuple((p.key, p.value) for p in model.metadata_props),
         size=len(data), sha256=hashlib.sha256(data).hexdigest(), lint=lint, check=check)
+
+
+def _export_simplified(ir: GraphIR, path: str | None, report, asked: dict):
+    """The simplified graph `ir` exported with `report`'s verdict in the metadata, as
+    `ncet.passes.export.export_simplified` writes it (the same bytes)."""
+    from ..passes.export import METADATA_KEY, summary
+
+    model = ncet.to_onnx(ir, None, **asked)
+    model.metadata_props.add(key=METADATA_KEY, value=summary(report))
+    if path is not None:
+        with atomic_writer(path) as f:
+            f.write(model.SerializeToString())
+    return model
+
+
+def simplification_text(report) -> str:
+    """--simplify's report for the terminal: the node counts, the changes per pass in a
+    short table (changes, nodes removed and added, constants computed), one line per
+    refusal, and the certified verdict with its bound."""
+    lines = [f"simplify: {report.nodes_before} operator nodes -> {report.nodes_after}"]
+    rows: dict[str, list[int]] = {}
+    for change in report.applied:
+        row = rows.setdefault(change.pass_name, [0, 0, 0, 0])
+        for i, n in enumerate((1, len(change.removed), len(change.added),
+                               len(change.constants))):
+            row[i] += n
+    if rows:
+        header = ("pass", "changes", "nodes removed", "nodes added", "constants computed")
+        table = [header] + [(name, *map(str, row)) for name, row in rows.items()]
+        widths = [max(len(line[i]) for line in table) for i in range(len(header))]
+        lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                            for i, (c, w) in enumerate(zip(line, widths))).rstrip()
+                  for line in table]
+    else:
+        lines[0] += " (no change)"
+    lines += [f"refused: {c.pass_name} at {', '.join(c.removed)}: {c.note}"
+              for c in report.refusals]
+    lines += [f"note: {n}" for n in report.notes]
+    lines.append(report.verdict())
+    return "\n".join(lines)
+
+
+def simplification_record(report) -> dict | None:
+    """--simplify's report in a --json document (`SimplificationReport.to_dict`); None
+    without --simplify."""
+    return None if report is None else report.to_dict()
 
 
 def _lint(model, tool: str):

@@ -16,8 +16,13 @@ from ..exactness.check import DEFAULT_SCALES
 from ..exactness.report import ExactnessReport
 from ..frontend.report import STATUSES, ConversionReport, Row
 from ..render.export_section import ExportFacts
-from .commands import UsageError, check_export, export_to, print_export
-from .exporting import EXPORT_OPTIONS
+from .commands import UsageError, check_export, export_to, print_export, simplify_for_export
+from .exporting import (
+    EXPORT_OPTIONS,
+    SimplificationRefused,
+    simplification_record,
+    simplification_text,
+)
 from .progress import ProgressBar
 from .records import document, dumps, exactness_record, export_fields
 from .terminal import name_text, shown_exactness
@@ -36,7 +41,8 @@ DESCRIPTION = (
     "loads it. With --export, the GraphIR is written back as ONNX, linted and checked as "
     "`ncet export` does it. Exit status 0 when the file imports and is certified (or "
     "imports, with --no-check) and the export, if asked for, passes every lint and check; "
-    "1 when a node is refused, a certificate fails, a lint tool has findings, or the file "
+    "1 when a node is refused, a certificate fails (--simplify's too: nothing is then "
+    "exported), a lint tool has findings, or the file "
     "is not a readable ONNX model (one line on stderr); 2 for usage errors (no such file, "
     "an unknown profile or tool, onnx not installed).")
 
@@ -74,23 +80,33 @@ def run_import(args: argparse.Namespace) -> int:
         if args.json:
             print(dumps(document("import", path=args.file, ok=False, error=record,
                                  onnx=None, batch_mode=None, conversion=None, exactness=None,
-                                 output=None, **export_fields(None))))
+                                 output=None, simplification=None,
+                                 **export_fields(None))))
         print(f"ncet import: error: {name_text(record['message'])}", file=sys.stderr)
         return FAILED
     exactness, check_error = None, None
     if report.ok and not args.no_check:
         exactness, check_error = _certify(args, report)
     written = _save(args, report) if report.ok else None
-    facts = export_to(args, report.graph, args.export) if report.ok and args.export else None
+    facts, simplification, refusal = None, None, None
+    if report.ok and args.export:
+        try:
+            graph, simplification = simplify_for_export(args, report.graph, args.export)
+            facts = export_to(args, graph, args.export, simplification)
+        except SimplificationRefused as error:  # one line, nothing written
+            refusal, simplification = error, error.report
     imported_ok = report.ok and check_error is None
     ok = imported_ok and (args.no_check or (exactness is not None and exactness.ok)) and \
-        (facts is None or facts.ok)
+        (facts is None or facts.ok) and refusal is None
     if args.json:
         print(dumps(document(
             "import", path=args.file, ok=ok, error=check_error, onnx=_file_record(model),
             batch_mode=mode, conversion=import_record(report),
             exactness=None if exactness is None else exactness_record(exactness),
-            output=written, **export_fields(facts))))
+            output=written, simplification=simplification_record(simplification),
+            **export_fields(facts))))
+        if refusal is not None:
+            print(f"ncet import: error: {refusal}", file=sys.stderr)
         return OK if ok else FAILED
     _print_mapping(args.file, report)
     if not report.ok:
@@ -111,13 +127,14 @@ def run_import(args: argparse.Namespace) -> int:
               f"{written['constants']} constants ({written['bytes']:,} bytes)"
               if written else f"nothing written to {args.output}")
     if args.export is not None:
-        _print_export(args.export, facts)
+        _print_export(args.export, facts, simplification, refusal)
     return OK if ok else FAILED
 
 
 def _check_options(args: argparse.Namespace) -> None:
     """Export options only with --export, and naming a profile and tools there are."""
-    given = [f"--{o}" for o in EXPORT_OPTIONS if getattr(args, o) not in (None, False, [])]
+    given = [f"--{o}" for o in (*EXPORT_OPTIONS, "simplify")
+             if getattr(args, o) not in (None, False, [])]
     if given and args.export is None:
         raise UsageError(f"{', '.join(given)} shape(s) the ONNX file --export writes: add "
                          "--export FILE, e.g. ncet import net.onnx --export out.onnx "
@@ -126,7 +143,15 @@ def _check_options(args: argparse.Namespace) -> None:
         check_export(args)
 
 
-def _print_export(path: str, facts: ExportFacts | None) -> None:
+def _print_export(path: str, facts: ExportFacts | None, simplification=None,
+                  refusal: SimplificationRefused | None = None) -> None:
+    if refusal is not None:
+        print(f"nothing written to {path}")
+        print(f"ncet import: error: {refusal}", file=sys.stderr)
+        return
+    if simplification is not None:
+        print()
+        print(simplification_text(simplification))
     if facts is None:
         print(f"nothing written to {path}")
     elif not facts.exported:

@@ -8,7 +8,7 @@ import re
 import textwrap
 
 from ..examples import EXAMPLES
-from . import adjudicating, commands, diffing, importing, margining
+from . import adjudicating, commands, diffing, importing, margining, suites
 from .exporting import MAX_SAMPLES
 from .records import ncet_version
 from .targets import FORMS_HELP
@@ -50,7 +50,9 @@ COMMAND_EXAMPLES = {
     "export": ("ncet export mlp -o mlp.onnx",
                "ncet export mypkg.models:Net --input-shape 3,32,32 --eval -o net.onnx "
                "--profile verifier --lint eran --lint marabou",
-               "ncet export residual_cnn -o cnn.onnx --batch 1 --check --samples 8 --json"),
+               "ncet export residual_cnn -o cnn.onnx --batch 1 --check --samples 8 --json",
+               "ncet export mypkg.models:Net --input-shape 3,32,32 --eval -o net.onnx "
+               "--simplify --profile verifier --lint eran --check"),
     "show": ("ncet show net.ncet", "ncet show net.ncet --json"),
     "diff": ("ncet diff before.ncet after.ncet",
              "ncet diff net.ncet mypkg.models:Net --input-shape 3,32,32 --eval --json",
@@ -110,6 +112,7 @@ def build_parser() -> argparse.ArgumentParser:
                            help="print one JSON object on stdout (stable keys) instead of text")
     checking = _check_options()
     exporting = _export_options()
+    simplifying = _export_options(simplify=True)  # export and import --export; not report
 
     demo = _command(sub, "demo", commands.run_demo, [json_only],
                     "convert a bundled model, print its mapping table and evaluate it",
@@ -137,15 +140,16 @@ def build_parser() -> argparse.ArgumentParser:
     convert.add_argument("-o", "--output", required=True, metavar="FILE",
                          help="where to write the GraphIR, e.g. model.ncet")
     export = _command(sub, "export", commands.run_export,
-                      [target, exporting, checking, json_only],
+                      [target, simplifying, checking, json_only],
                       "convert and write the model as ONNX, lint and certify the file",
                       "Convert the model and write its GraphIR as one ONNX file (ncet.to_onnx, "
                       "docs/export.md), atomically. With --lint TOOL, list every node TOOL "
                       "would reject or silently mis-handle; with --check, certify the file in "
                       "onnxruntime against the GraphIR, node by node (ncet.check_onnx). Exit "
                       "status 0 when the file is written and passes every lint and check asked "
-                      "for; 1 when the model is rejected or the profile cannot express it "
-                      "exactly (nothing written), or when a lint tool has findings or the "
+                      "for; 1 when the model is rejected, the profile cannot express it "
+                      "exactly or --simplify's certificate does not hold (nothing written), "
+                      "or when a lint tool has findings or the "
                       "check fails (the file is still written); 2 for usage errors.")
     export.add_argument("-o", "--output", required=True, metavar="FILE",
                         help="where to write the ONNX model, e.g. model.onnx")
@@ -165,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
                     "compare two GraphIRs (files or models) node by node",
                     diffing.DESCRIPTION)
     diffing.add_arguments(diff)
-    imported = _command(sub, "import", importing.run_import, [checking, exporting, json_only],
+    imported = _command(sub, "import", importing.run_import, [checking, simplifying, json_only],
                         "read an ONNX file into GraphIR and certify it against onnxruntime",
                         importing.DESCRIPTION)
     importing.add_arguments(imported)
@@ -177,6 +181,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "bound float32 against exact over a property's region; tighten it",
                         margining.DESCRIPTION)
     margining.add_arguments(margined)
+    suites.register(sub, json_only)
     report = _command(sub, "report", commands.run_report,
                       [target, checking, exporting, json_only],
                       "write one self-contained HTML report",
@@ -235,7 +240,7 @@ def _target_options() -> argparse.ArgumentParser:
     return options
 
 
-def _export_options() -> argparse.ArgumentParser:
+def _export_options(simplify: bool = False) -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     group = options.add_argument_group("ONNX export")
     group.add_argument("--profile", default=None, metavar="P", help=(
@@ -255,6 +260,13 @@ def _export_options() -> argparse.ArgumentParser:
         "certify the ONNX file in onnxruntime against the GraphIR, node by node, within the "
         "certified bounds (ncet.check_onnx; --samples, --seed, -q as for `ncet check`). A "
         "failed check makes the exit status 1 (the file is still written)"))
+    if simplify:
+        group.add_argument("--simplify", action="store_true", help=(
+            "export ncet.simplify's graph instead (BatchNorm and the input normalisation "
+            "folded, affine layers merged, identities dropped; docs/simplification.md), once "
+            "its certificate holds: prints the changes and the certified bound; exit status "
+            "1 and nothing written when it does not hold. --check then certifies the file "
+            "against the simplified graph"))
     return options
 
 

@@ -189,7 +189,8 @@ def _avg_pool2d(node, xs, c):
     cols, oh, ow = _patches(num, kh, kw, a["stride"], (1, 1))
     sums = cols.reshape(num.shape[0], kh * kw, oh * ow).sum(axis=1)
     divisor = a["divisor_override"] or kh * kw
-    return Scaled(sums.reshape(1, num.shape[0], oh, ow), x.den * divisor).reduced()
+    sign = -1 if divisor < 0 else 1  # a Scaled keeps its denominator positive
+    return Scaled(sign * sums.reshape(1, num.shape[0], oh, ow), x.den * abs(divisor)).reduced()
 
 
 def _affine(node, xs, c):

@@ -103,8 +103,11 @@ def rounding_bound(state: State, errors: Errors, node: IRNode,
         mags.append(torch.maximum(lo.abs(), hi.abs()))
     r = rounding(node, mags, state.abs_consts, errors.constants)
     operands = tuple(dtypes[i] for i in node.inputs)
-    return SAFETY * r.bound(node, dtype, arithmetic) + flush_term(
+    bound = SAFETY * r.bound(node, dtype, arithmetic) + flush_term(
         node, shapes, state.abs_consts, errors.constants, dtype, arithmetic, operands)
+    # a partial sum may reach the overflow threshold: outside the model, no bound
+    near = r.magnitude >= torch.finfo(dtype).max / 4
+    return torch.where(near, torch.inf, bound) if bool(near.any()) else bound
 
 
 def record_slopes(state: State, errors: Errors, node: IRNode) -> None:
@@ -125,7 +128,9 @@ def record_slopes(state: State, errors: Errors, node: IRNode) -> None:
     s_lo = torch.where(pos, 1.0, torch.where(neg, k, low)).to(_F64)
     s_hi = torch.where(pos, 1.0, torch.where(neg, k, high)).to(_F64)
     errors.slopes[node.name] = (s_lo, s_hi)
-    errors.unstable[node.name] = (int((~(pos | neg)).flatten(1).sum(1).max()), pos[0].numel())
+    free = ~(pos | neg)
+    errors.unstable[node.name] = (int(free.reshape(free.shape[0], -1).sum(1).max()),
+                                  pos[0].numel())
 
 
 def forward_error(state: State, errors: Errors, node: IRNode) -> torch.Tensor:
@@ -208,7 +213,7 @@ def _pull_slopes(co: _Coefficients, s_lo: torch.Tensor, s_hi: torch.Tensor, most
     new generator (|C| + sum |G|) h per element whose slope is free (m, h the slopes'
     midpoint and half-width)."""
     mid, half = (s_lo + s_hi) / 2, (s_hi - s_lo) / 2
-    free = (half > 0).flatten(1).any(0)  # free in some row (the others get width 0)
+    free = (half > 0).reshape(half.shape[0], -1).any(0)  # free in some row (the others get width 0)
     centre, gens = co.centre * mid, co.generators * mid.unsqueeze(1)
     rounding = 4 * _U64 * (centre.abs() + gens.abs().sum(1))
     radius = co.radius * (mid.abs() + half) * (1 + 4 * _U64) + rounding
@@ -221,9 +226,16 @@ def _pull_slopes(co: _Coefficients, s_lo: torch.Tensor, s_hi: torch.Tensor, most
         else:
             index = free.nonzero().flatten()
             new = torch.zeros((q, count, size), dtype=_F64)
-            new[:, torch.arange(count), index] = width.flatten(1)[:, index]
+            new[:, torch.arange(count), index] = width.reshape(q, -1)[:, index]
             gens = torch.cat([gens, new.view(q, count, *centre.shape[1:])], 1)
     return _Coefficients(centre, gens, radius).reduce(most)
+
+
+def _weigh(span: torch.Tensor, bound: torch.Tensor) -> torch.Tensor:
+    """Per row, sum of span x bound, a zero coefficient taking nothing from an infinite bound
+    (that error does not reach the row: the path multiplies it by an exact zero)."""
+    terms = torch.where(span == 0, torch.zeros_like(span), span * bound)
+    return terms.reshape(span.shape[0], -1).sum(1)
 
 
 def backward_errors(state: State, errors: Errors, target: str, rows: torch.Tensor,
@@ -244,12 +256,11 @@ def backward_errors(state: State, errors: Errors, target: str, rows: torch.Tenso
         if co is None:
             continue
         if node.op_type == "Input":
-            shares[INPUT_ROUNDING] = (co.span() * per_row(errors.eps[node.name], q)
-                                      ).flatten(1).sum(1)
+            shares[INPUT_ROUNDING] = _weigh(co.span(), per_row(errors.eps[node.name], q))
             continue
         delta = errors.delta[node.name]
         if isinstance(delta, torch.Tensor):
-            shares[node.name] = (co.span() * per_row(delta, q)).flatten(1).sum(1)
+            shares[node.name] = _weigh(co.span(), per_row(delta, q))
         if is_affine(node):
             pulled = zip(node.inputs, _pull_affine(node, state, co))
         elif node.op_type == "MaxPool2d":

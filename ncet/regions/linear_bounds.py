@@ -151,11 +151,11 @@ def lower_bounds(state: State, target: str, rows: torch.Tensor, box: tuple[torch
         op = node.op_type
         if op == "Input":
             lo, hi = per_row(box[0], q), per_row(box[1], q)
-            const += (a.clamp(min=0) * lo + a.clamp(max=0) * hi).flatten(1).sum(1)
+            const += (a.clamp(min=0) * lo + a.clamp(max=0) * hi).reshape(rows.shape[0], -1).sum(1)
             state.influence = state.influence + a.abs().view(pieces, q, *lo.shape[1:]).sum(1)
             continue
         if is_affine(node):
-            const += (a * state.offsets[node.name]).flatten(1).sum(1)
+            const += (a * state.offsets[node.name]).reshape(rows.shape[0], -1).sum(1)
             shapes = [state.shapes[i] for i in node.inputs]
             for name, g in zip(node.inputs, pull(node, a, shapes, state.consts)):
                 coef[name] = coef[name] + g if name in coef else g
@@ -170,13 +170,13 @@ def lower_bounds(state: State, target: str, rows: torch.Tensor, box: tuple[torch
             k = 0.0 if op == "ReLU" else float(node.attrs["negative_slope"])
             ls, lb, us, ub = _relu_lines(lo, hi, k)
             g = pos * ls + neg * us
-            const += (pos * lb + neg * ub).flatten(1).sum(1)
+            const += (pos * lb + neg * ub).reshape(rows.shape[0], -1).sum(1)
         else:  # MaxPool2d: y >= x[pinned]; y <= max upper (= x[pinned] where dominated)
             index = window_argmax(node, lo)
             sure = dominated(node, lo, hi, index)
             top = apply(node, [hi], state.consts)
             g = scatter(pos + neg * sure, index, state.shapes[source])
-            const += (neg * ~sure * top).flatten(1).sum(1)
+            const += (neg * ~sure * top).reshape(rows.shape[0], -1).sum(1)
         coef[source] = coef[source] + g if source in coef else g
     return const
 

@@ -6,7 +6,8 @@ bounds at the inputs of ReLUs and max pools (`linear_bounds.py`), so that most R
 stable; each node's own rounding bounded at the largest |float input| over the box; the
 float error at the same nonlinearities' inputs bounded through the network's sensitivity
 (`float_errors.backward_errors`), and at the outputs likewise. Low-dimensional boxes are
-split, the piece with the largest eps first, while it pays.
+split, the piece with the largest eps first, within a work budget. A piece whose float
+values may come near the dtype's overflow threshold gets eps = inf (no bound).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from .float_errors import (
     MAX_GENERATORS,
     Errors,
     backward_errors,
+    float_range,
     forward_error,
     record_slopes,
     rounding_bound,
@@ -52,6 +54,11 @@ SPLIT_DIMENSIONS = 16
 
 AUTO_PIECES = 2048
 """How many pieces a low-dimensional box is split into by default."""
+
+AUTO_WORK = 1 << 33
+"""The default splitting stops where the pieces' estimated cost (`_Network._work`, in
+multiply-adds) would pass this: about 20 s on this machine (ACAS Xu's 2,048 pieces are
+just under it; an 8-512-512-512 MLP gets 10)."""
 
 BATCH = 16
 """How many pieces are split, and their halves bounded together, at a time."""
@@ -99,6 +106,7 @@ class _Network:
         self.backward = {name for name in feeds | set(ir.outputs)
                          if math.prod(self.shapes[name]) <= max_rows and 2 * math.prod(
                              self.shapes[name]) * CHUNK // self.chunk[name] <= MAX_WORK}
+        self.work = self._work()
         biggest = max(math.prod(s) for s in self.shapes.values())
         self.slack = max(2.0 ** -30, 16 * len(ir.nodes) * biggest * 2.0 ** -53)
         self.arithmetic = read_arithmetic_model()
@@ -108,6 +116,18 @@ class _Network:
                 f"subnormal constants ({', '.join(tiny[:5])}) may be flushed to zero")
         if not self.arithmetic.certified:
             raise RuntimeError("no certified float margin: " + self.arithmetic.describe())
+
+    def _work(self) -> int:
+        """The cost of bounding one piece, in multiply-adds: each backward pass's rows times
+        what lies before its node (weights of Linear/Conv2d nodes, elements of the rest)."""
+        before, total = 0, 0
+        for node in self.ir.nodes[:-1]:
+            weight = node.attrs.get("weight") if node.op_type in ("Linear", "Conv2d") else None
+            size = math.prod(self.shapes[node.name])
+            before += size * (1 if weight is None else self.consts[weight][0].numel())
+            if node.name in self.backward:
+                total += 2 * size * before
+        return max(1, total)
 
     def bound(self, lower: torch.Tensor, upper: torch.Tensor, input_rounding: bool
               ) -> list[_Piece]:
@@ -119,26 +139,43 @@ class _Network:
         state.lower[name], state.upper[name] = lower, upper
         state.magnitude[name] = torch.maximum(lower.abs(), upper.abs())
         errors.eps[name] = self._input_error(state.magnitude[name], input_rounding)
+        overflow = torch.zeros(lower.shape[0], dtype=torch.bool)
         for node in self.ir.nodes:
             if node.op_type in ("Input", "Output"):
                 continue
             state.magnitude[node.name] = magnitude_step(state, node)
             state.widen(node.name, *interval_step(state, node))
             if node.name in self.backward and node.name not in self.ir.outputs:
-                state.widen(node.name, *crown_bounds(state, node.name, (lower, upper),
-                                                     self.chunk[node.name]))
+                state.widen(node.name, *crown_bounds(
+                    state, node.name, (lower, upper),
+                    max(1, self.chunk[node.name] // lower.shape[0])))
             errors.delta[node.name] = rounding_bound(state, errors, node, self.dtypes)
             if node.op_type in NONLINEAR:
                 record_slopes(state, errors, node)
             errors.eps[node.name] = forward_error(state, errors, node)
-        return self._outputs(state, errors, (lower, upper))
+            overflow |= self._may_overflow(state, errors, node)
+        return self._outputs(state, errors, (lower, upper), overflow)
+
+    def _may_overflow(self, state: State, errors: Errors, node) -> torch.Tensor:
+        """Per piece: may the node's float value, or a partial sum inside it, come near the
+        largest finite number of its dtype (where rounding gives infinity, outside the
+        model), or is its bound not finite? Such a piece gets eps = inf."""
+        top = torch.finfo(self.dtypes[node.name]).max / 4
+        low, high = float_range(state, errors, node.name)
+        reach = torch.maximum(low.abs(), high.abs()).reshape(low.shape[0], -1)
+        bad = ~torch.isfinite(reach).all(1) | (reach >= top).any(1)
+        delta = errors.delta[node.name]
+        if isinstance(delta, torch.Tensor):
+            d = delta.expand(low.shape[0], *delta.shape[1:]).reshape(low.shape[0], -1)
+            bad |= ~torch.isfinite(d).all(1) | (d >= top).any(1)
+        return bad
 
     def _errors(self, state: State, errors: Errors, name: str, generators: int
                 ) -> dict[str, torch.Tensor]:
         """`backward_errors` for every element of `name`, in chunks of rows: each node's
         share, (P, elements)."""
         shape, pieces = self.shapes[name], state.lower[name].shape[0]
-        n, step = math.prod(shape), self.chunk[name]
+        n, step = math.prod(shape), max(1, self.chunk[name] // pieces)
         starts = range(0, n, step)
         parts = [backward_errors(state, errors, name,
                                  unit_rows(n, a, min(n, a + step)).view(-1, *shape),
@@ -158,13 +195,15 @@ class _Network:
             eps = eps + torch.finfo(dtype).smallest_normal
         return SAFETY * eps
 
-    def _outputs(self, state: State, errors: Errors, box) -> list[_Piece]:
+    def _outputs(self, state: State, errors: Errors, box, overflow: torch.Tensor
+                 ) -> list[_Piece]:
         pieces = box[0].shape[0]
         eps, lower, upper, shares = [], [], [], {}
         for name in self.ir.outputs:
             n = math.prod(self.shapes[name])
-            if name in self.backward:
-                state.widen(name, *crown_bounds(state, name, box, self.chunk[name]))
+            if name in self.backward and n and not bool(overflow.all()):
+                state.widen(name, *crown_bounds(state, name, box,
+                                                max(1, self.chunk[name] // pieces)))
                 own = self._errors(state, errors, name, MAX_GENERATORS)
                 eps.append(SAFETY * sum(own.values()))
                 for key, value in own.items():
@@ -183,6 +222,10 @@ class _Network:
         influence = torch.as_tensor(state.influence, dtype=_F64).expand_as(box[0]) \
             * (box[1] - box[0])
         eps, lower, upper = torch.cat(eps, 1), torch.cat(lower, 1), torch.cat(upper, 1)
+        eps[overflow] = torch.inf  # a float value may be infinite: no bound
+        eps = torch.where(eps.isnan(), torch.inf, eps)
+        lower = torch.where(lower.isnan(), -torch.inf, lower)
+        upper = torch.where(upper.isnan(), torch.inf, upper)
         return [_Piece(eps[i], lower[i], upper[i], {k: v[i] for k, v in merged.items()},
                        dict(errors.unstable), influence[i:i + 1]) for i in range(pieces)]
 
@@ -258,6 +301,21 @@ def _bound_box(net: _Network, box, pieces: int, input_rounding: bool) -> list[_P
     return [piece for _, piece in done]
 
 
+def default_pieces(net: _Network, boxes: int) -> int:
+    """Pieces per box when `splits` is None: `AUTO_PIECES` shared by the boxes and within
+    `AUTO_WORK` (the estimated cost of a piece, `_Network.work`), for boxes of at most
+    `SPLIT_DIMENSIONS` inputs on networks whose widest node has at most `ONE_THREAD_BELOW`
+    elements (a `BATCH`-th of that with a MaxPool2d, whose pieces are bounded one at a
+    time); 1 otherwise."""
+    widest = max(math.prod(s) for s in net.shapes.values())
+    if widest > ONE_THREAD_BELOW or math.prod(net.shapes[net.input.name]) > SPLIT_DIMENSIONS:
+        return 1
+    pieces = min(AUTO_PIECES, AUTO_WORK // net.work)
+    if any(n.op_type == "MaxPool2d" for n in net.ir.nodes):  # bounded one at a time
+        pieces //= BATCH
+    return max(1, pieces // boxes)
+
+
 def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
                  splits: int | None = None, max_rows: int = MAX_ROWS,
                  simplified: GraphIR | None = None) -> Margin:
@@ -300,9 +358,8 @@ def float_margin(network: GraphIR, region, *, input_rounding: bool = False,
     net = _Network(network, max_rows)
     boxes = region_boxes(network, region)
     small = max(math.prod(s) for s in net.shapes.values()) <= ONE_THREAD_BELOW
-    if splits is None:  # AUTO_PIECES shared by the boxes
-        splits = max(1, AUTO_PIECES // len(boxes)) if small and math.prod(
-            net.shapes[net.input.name]) <= SPLIT_DIMENSIONS else 1
+    if splits is None:
+        splits = default_pieces(net, len(boxes))
     if splits < 1:
         raise ValueError(f"splits must be at least 1; got {splits}")
     threads = torch.get_num_threads()

@@ -64,6 +64,24 @@ class Margin:
                 "input_rounding": self.input_rounding, "arithmetic": self.arithmetic,
                 "seconds": self.seconds}
 
+    def summary(self, property=None, network=None) -> str:
+        """A few lines: the largest eps, what the margin shows of `property` (given the
+        Property it was computed for: does unsat certainly hold in float32, by a sufficient
+        interval check?), the largest share of eps, the unstable neurons, the input rounding
+        and the arithmetic model (`ncet.render.margin_summary`; `network`, the GraphIR,
+        names the nodes' op_types)."""
+        from ..render.margin_section import margin_summary
+
+        return margin_summary(self, property, network)
+
+    def _repr_html_(self) -> str:
+        """The notebook display: the headline, eps per output, the shares of eps and the
+        unstable neurons (`ncet.render.margin_repr_html`; `ncet.widgets.MarginView` adds
+        the property's rows and the figure)."""
+        from ..render.margin_section import margin_repr_html
+
+        return margin_repr_html(self)
+
     def __repr__(self) -> str:
         worst = float(self.eps.max()) if self.eps.numel() else 0.0
         return (f"Margin({self.num_outputs} outputs, max eps {worst:.3g}, {self.boxes} "

@@ -12,7 +12,10 @@ shows about a record beyond its fields), `export_section` (the report's ONNX exp
 `graph_groups` (the IR's nodes in a tree of module calls), `graph_layout` (a layered layout in
 pure Python), `graph_svg` (the grouped graph as SVG: the report's graph section and the
 notebook graph view's drawing), `unsafe_slice` (an adjudication's unsafe set on 2-D slices of
-the output space), `adjudication_figure` (those slices drawn).
+the output space), `adjudication_figure` (those slices drawn), `margin_facts` (what the float
+margin report shows of a `Margin`: eps per output, each node's share, each unsafe row against
+eps), `margin_figure` (the shares and eps per output drawn), `margin_section` (the float
+margin report: page, section, notebook display, text summary).
 """
 
 from ..exactness.report_view import ratio_text
@@ -24,6 +27,23 @@ from .graph_groups import BUDGET, ROOT, Groups
 from .graph_layout import layered_layout
 from .graph_svg import STATIC_BUDGET, graph_html, layout_of, node_facts, to_svg
 from .html import render_report, verdict
+from .margin_facts import (
+    NodeShare,
+    OutputMargin,
+    RowMargin,
+    node_shares,
+    output_margins,
+    property_verdict,
+    row_margins,
+)
+from .margin_figure import drawn_shares, margin_figure
+from .margin_section import (
+    margin_page,
+    margin_repr_html,
+    margin_section,
+    margin_summary,
+    margin_tables,
+)
 from .plots import (
     COLORS,
     exactness_figure,
@@ -66,5 +86,8 @@ __all__ = [
     "number", "number_cells", "op_colors", "op_hex", "output_error_figure", "output_verdict",
     "pill", "quote_source", "ratio_text", "reason_summary", "records_html", "render_report",
     "row_html", "rows_html", "scatter_figure", "sensitivity_figure", "sentence", "styled",
-    "table_html", "text_cell", "to_svg", "verdict",
+    "table_html", "text_cell", "to_svg", "verdict", "NodeShare", "OutputMargin", "RowMargin",
+    "drawn_shares", "margin_figure", "margin_page", "margin_repr_html", "margin_section",
+    "margin_summary", "margin_tables", "node_shares", "output_margins", "property_verdict",
+    "row_margins",
 ]
