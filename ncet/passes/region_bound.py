@@ -10,35 +10,16 @@ from __future__ import annotations
 import math
 from dataclasses import replace
 
-import numpy as np
 import torch
 
 from ..exactness.bounds import SAFETY
 from ..exactness.enclosure import enclose
 from ..exactness.rules import BOUND_RULES
 from ..ir import CONSTANT_ATTRS, GraphIR
+from ..regions.margin import region_boxes
 from .certificate import computed_radii, constant_perturbation
 
 _F64 = torch.float64
-
-
-def _boxes(region, shape: tuple[int, ...]) -> list[tuple[torch.Tensor, torch.Tensor]]:
-    """The region as float64 (lower, upper) pairs of the input's shape (outward)."""
-    if hasattr(region, "input_boxes_as"):  # a Property: its boxes rounded outward
-        pairs = region.input_boxes_as(np.float64, "outward")
-    elif isinstance(region, (list, tuple)) and region and isinstance(
-            region[0], (list, tuple)) and len(region[0]) == 2 and not np.isscalar(region[0][0]):
-        pairs = list(region)
-    else:
-        pairs = [region]
-    out = []
-    for lower, upper in pairs:
-        lo = torch.as_tensor(np.asarray(lower, dtype=np.float64)).reshape(shape)
-        hi = torch.as_tensor(np.asarray(upper, dtype=np.float64)).reshape(shape)
-        if not bool((lo <= hi).all()):
-            raise ValueError("a box whose lower bound is above its upper bound")
-        out.append((lo, hi))
-    return out
 
 
 def _center(lo: torch.Tensor, hi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -84,7 +65,7 @@ def simplification_bound(original: GraphIR, simplified: GraphIR, region) -> torc
     if not delta:
         return worst
     abs_consts = {k: v.to(_F64).abs() for k, v in simplified.constants.items()}
-    for lo, hi in _boxes(region, x.shape):
+    for lo, hi in ((lo[0], hi[0]) for lo, hi in region_boxes(simplified, region)):
         center, half = _center(lo, hi)
         enclosure = enclose(simplified, center[None], input_radii=[half[None]])
         moved: dict[str, torch.Tensor | None] = {x.name: None}
