@@ -13,7 +13,7 @@ import numpy as np
 from ..ir import GraphIR
 from .competition import Competition, competition_rule
 from .exact_eval import RationalUnavailable, enclose_at, rational_at, single_input
-from .float32_runs import Run, onnxruntime_run, pytorch_run, reference_run
+from .float32_runs import Run, deployed_runs
 from .margins import cases_at, exact_margin, margin_bounds
 from .property import Property
 from .rational import fractions_of
@@ -265,13 +265,7 @@ def adjudicate(network, property, witness, *, input_shape=None,
                            "enclosure")
 
     x64 = w.x_as(np.float64)
-    runs: list[Run] = []
-    if data is not None:
-        runs.append(onnxruntime_run(data, x64))
-    if module is not None:
-        runs.append(pytorch_run(module, x64, input_shape))
-    if not runs:
-        runs.append(reference_run(ir, x64))
+    runs: list[Run] = deployed_runs(data, module, ir, x64, input_shape)
     judged = []
     for run in runs:
         if np.isnan(run.output).any():  # no output to be unsafe: as the scripts' <= reads NaN

@@ -67,3 +67,15 @@ def reference_run(ir: GraphIR, x: np.ndarray) -> Run:
     out = evaluate(ir, t, dtype=torch.float32)
     return Run("ncet.evaluate float32 (no model or file given)",
                out.detach().to(torch.float64).reshape(-1).numpy().copy())
+
+
+def deployed_runs(data: bytes | None, module: torch.nn.Module | None, ir: GraphIR,
+                  x: np.ndarray, input_shape) -> list[Run]:
+    """The network as deployed at x: onnxruntime on the file and eager PyTorch on the module,
+    whichever are given; NCET's float32 evaluator of the GraphIR when neither is."""
+    runs = []
+    if data is not None:
+        runs.append(onnxruntime_run(data, x))
+    if module is not None:
+        runs.append(pytorch_run(module, x, input_shape))
+    return runs or [reference_run(ir, x)]

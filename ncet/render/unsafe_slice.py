@@ -156,7 +156,7 @@ def outputs_at(network, property, witness, *, input_shape=None) -> Outputs:
     """
     from ..properties.adjudication import _network, _witness
     from ..properties.exact_eval import enclose_at
-    from ..properties.float32_runs import onnxruntime_run, pytorch_run, reference_run
+    from ..properties.float32_runs import deployed_runs
     from ..properties.margins import cases_at
     from ..properties.property import Property
     from ..properties.reader import read_vnnlib
@@ -168,13 +168,7 @@ def outputs_at(network, property, witness, *, input_shape=None) -> Outputs:
     boxes = [i for i, case in enumerate(prop.cases) if case.box.contains(x)]
     value, radius = enclose_at(ir, x)
     x64 = w.x_as(np.float64)
-    runs = []
-    if data is not None:
-        runs.append(onnxruntime_run(data, x64))
-    if module is not None:
-        runs.append(pytorch_run(module, x64, input_shape))
-    if not runs:
-        runs.append(reference_run(ir, x64))
+    runs = deployed_runs(data, module, ir, x64, input_shape)
     claimed = w.y_as(np.float64)
     if claimed is not None and claimed.size != value.size:
         claimed = None
